@@ -1,0 +1,60 @@
+"""Pieces shared by every environment in `sims/`: the observation layout and input checks.
+
+Observation keys follow LeRobot's batch keys, so an observation can be written to a LeRobotDataset as it is:
+``observation.images.<camera>`` (H, W, 3) uint8 upright, ``observation.state`` (D,) float32, ``task`` (str).
+"""
+
+from __future__ import annotations
+
+import string
+
+import gymnasium as gym
+import numpy as np
+from lerobot.utils.constants import OBS_IMAGES, OBS_STATE
+
+INSTRUCTION_CHARSET = string.ascii_letters + string.digits + " ,.'-"
+
+
+def image_key(camera: str) -> str:
+    """LeRobot batch key of a camera image, e.g. ``observation.images.agentview``."""
+    return f"{OBS_IMAGES}.{camera}"
+
+
+def check_finite_state(data) -> bool:
+    """True when the MuJoCo state is finite (an unstable simulation produces NaN/inf)."""
+    return bool(np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all())
+
+
+class ImageObsMixin:
+    """Builds the observation space and observation dict from ``_render_camera`` and ``_state``."""
+
+    image_size: int
+    cameras: tuple[str, ...]
+
+    @staticmethod
+    def _check_cameras(cameras, valid: list[str], image_size: int, max_size: int = 1024):
+        if isinstance(cameras, str):
+            raise TypeError(f"cameras must be a list of names, got the string {cameras!r}")
+        if not cameras:
+            raise ValueError(f"at least one camera is needed; valid cameras: {valid}")
+        unknown = [c for c in cameras if c not in valid]
+        if unknown:
+            raise ValueError(f"unknown camera(s) {unknown}; valid cameras: {valid}")
+        if not isinstance(image_size, int) or not 8 <= image_size <= max_size:
+            raise ValueError(f"image_size must be an integer in [8, {max_size}] pixels, got {image_size!r}")
+
+    def _make_observation_space(self, state_dim: int) -> gym.spaces.Dict:
+        spaces = {image_key(c): gym.spaces.Box(0, 255, (self.image_size, self.image_size, 3), np.uint8)
+                  for c in self.cameras}
+        spaces[OBS_STATE] = gym.spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)
+        spaces["task"] = gym.spaces.Text(max_length=200, charset=INSTRUCTION_CHARSET)
+        return gym.spaces.Dict(spaces)
+
+    def _obs(self) -> dict:
+        obs = {image_key(c): self._render_camera(c) for c in self.cameras}
+        obs[OBS_STATE] = self._state()
+        obs["task"] = self.instruction
+        return obs
+
+    def render(self):
+        return self._render_camera(self.cameras[0])

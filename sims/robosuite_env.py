@@ -1,0 +1,155 @@
+"""robosuite manipulation tasks behind one gymnasium wrapper (`robosuite_lift`, `robosuite_stack`).
+
+Rendering is tuned for speed as measured in DESIGN.md: shadows, reflections and multisampling off and the offscreen
+buffer sized to the image; this needs ``hard_reset=False`` (a hard reset rebuilds the render context).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from sims.base import ImageObsMixin, check_finite_state
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = {
+    "Lift": "pick up the red cube",
+    "Stack": "stack the red cube on the green cube",
+}
+PROPRIO_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")  # 3 + 4 + 2 = 9
+ROBOSUITE_CAMERAS = ("agentview", "frontview", "birdview", "sideview", "robot0_eye_in_hand", "robot0_robotview")
+
+
+class RobosuiteEnv(ImageObsMixin, gym.Env):
+    """A robosuite manipulation task (Panda, OSC_POSE at ``control_freq`` Hz) as a gymnasium env.
+
+    Observation: ``observation.images.<cam>`` (H, W, 3) uint8 upright, ``observation.state`` (9,) float32 =
+    end-effector position (3), quaternion (4), gripper finger positions (2), and ``task`` (the instruction).
+    Action: (7,) in [-1, 1]: end-effector position and rotation deltas, gripper (-1 open, 1 close).
+    Reward: sparse 1 on success by default; robosuite's shaped reward with ``reward_type="dense"``.
+    ``info``: ``is_success``, ``sim_unstable`` (the episode ended because the physics blew up) and
+    ``privileged`` (object and robot state for scripted experts; never given to policies).
+
+    Args:
+        task: robosuite environment name (``Lift``, ``Stack``).
+        image_size: camera image height = width in pixels.
+        cameras: robosuite camera names.
+        reward_type: ``"sparse"`` or ``"dense"``.
+        horizon: steps before truncation.
+        control_freq: policy steps per second.
+        fast_render: turn off shadows, reflections and multisampling (about 2.5x faster on a software renderer).
+        instruction: override the task's default language instruction.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(self, task: str = "Lift", image_size: int = 64, cameras=("agentview",), reward_type: str = "sparse",
+                 horizon: int = 100, control_freq: int = 20, fast_render: bool = True, instruction: str | None = None,
+                 render_mode: str = "rgb_array"):
+        import robosuite as suite
+        from robosuite.controllers import load_composite_controller_config
+
+        if task not in INSTRUCTIONS:
+            raise ValueError(f"unsupported robosuite task {task!r}; valid: {sorted(INSTRUCTIONS)}")
+        if reward_type not in ("sparse", "dense"):
+            raise ValueError(f"unknown reward_type {reward_type!r}; valid: ['sparse', 'dense']")
+        self._check_cameras(cameras, list(ROBOSUITE_CAMERAS), image_size)
+        self.task, self.image_size, self.cameras = task, image_size, tuple(cameras)
+        self.reward_type, self.horizon, self.render_mode = reward_type, horizon, render_mode
+        self._instruction = instruction or INSTRUCTIONS[task]
+        controller = load_composite_controller_config(controller="BASIC", robot="Panda")
+        self.env = suite.make(
+            task, robots="Panda", controller_configs=controller, has_renderer=False,
+            has_offscreen_renderer=True, use_camera_obs=True, use_object_obs=True, camera_names=list(cameras),
+            camera_heights=image_size, camera_widths=image_size, reward_shaping=reward_type == "dense",
+            control_freq=control_freq, horizon=horizon, ignore_done=True, hard_reset=False,
+        )
+        if fast_render:
+            self._tune_renderer()
+        self._t = 0
+        self._raw: dict = {}
+        self.observation_space = self._make_observation_space(state_dim=9)
+        low, high = self.env.action_spec
+        self.action_space = gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+
+    def _tune_renderer(self):
+        ctx = self.env.sim._render_context_offscreen
+        model = self.env.sim.model._model
+        model.vis.quality.shadowsize = 0
+        model.vis.quality.offsamples = 0
+        model.vis.global_.offwidth = model.vis.global_.offheight = self.image_size
+        ctx.con.free()
+        ctx._set_mujoco_context_and_buffers()
+        ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
+        ctx.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
+
+    # ------------------------------------------------------------------------------------------------------------ #
+    @property
+    def instruction(self) -> str:
+        return self._instruction
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        # robosuite samples object placements and robot noise from numpy's global generator; seed it from ours so
+        # a seeded reset sequence is reproducible.
+        sub_seed = int(self.np_random.integers(2**31 - 1))
+        np.random.seed(sub_seed)
+        self.env.rng = np.random.default_rng(sub_seed)
+        self._raw = self.env.reset()
+        self._t = 0
+        return self._obs(), self._info(unstable=False)
+
+    def step(self, action):
+        action = np.clip(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0, 1.0)
+        unstable = False
+        try:
+            self._raw, dense, _, _ = self.env.step(action)
+        except Exception as exc:  # robosuite/mujoco raise on unstable physics; end the episode, keep the run
+            log.warning("robosuite step failed (%s: %s); ending the episode", type(exc).__name__, exc)
+            unstable, dense = True, 0.0
+        unstable = unstable or not check_finite_state(self.env.sim.data)
+        self._t += 1
+        success = (not unstable) and bool(self.env._check_success())
+        reward = float(success) if self.reward_type == "sparse" else float(dense)
+        terminated = bool(success or unstable)
+        truncated = self._t >= self.horizon and not terminated
+        if unstable:
+            self._raw = self.env.reset()  # a finite state to observe; the episode is over anyway
+        return self._obs(), reward, terminated, truncated, self._info(unstable, success)
+
+    # ------------------------------------------------------------------------------------------------------------ #
+    def _render_camera(self, camera: str) -> np.ndarray:
+        return np.ascontiguousarray(self._raw[f"{camera}_image"][::-1])  # robosuite renders upside down
+
+    def _state(self) -> np.ndarray:
+        return np.concatenate([self._raw[k] for k in PROPRIO_KEYS]).astype(np.float32)
+
+    def _info(self, unstable: bool, success: bool = False) -> dict:
+        privileged = {k: np.asarray(v, dtype=np.float64).copy() for k, v in self._raw.items()
+                      if not k.endswith("_image")}
+        return {"is_success": bool(success), "sim_unstable": bool(unstable), "privileged": privileged}
+
+    def get_state(self) -> dict:
+        """Full simulator state (flattened MuJoCo state plus the episode clock) for an exact restore."""
+        return {"mujoco": self.env.sim.get_state().flatten().copy(), "t": self._t, "timestep": self.env.timestep,
+                "cur_time": self.env.cur_time}
+
+    def set_state(self, state: dict):
+        """Restore a state from :meth:`get_state`; returns the observation there."""
+        self.env.sim.set_state_from_flattened(state["mujoco"])
+        self.env.sim.forward()
+        self._t, self.env.timestep, self.env.cur_time = state["t"], state["timestep"], state["cur_time"]
+        for robot in self.env.robots:  # the controllers' goals follow the restored pose
+            robot.composite_controller.reset()
+        self._raw = self.env._get_observations(force_update=True)
+        return self._obs()
+
+    def close(self):
+        self.env.close()

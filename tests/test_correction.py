@@ -1,0 +1,285 @@
+"""Tests of the numpy-only reward-correction core (hand-computed values and the effects each piece exists for)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vla_wmrl.correction import (
+    AnchorWeight,
+    CorrectionConfig,
+    MonotoneCalibrator,
+    RewardCorrector,
+    centred_squared_error,
+    group_advantages,
+    inverse_variance_weights,
+    normalised_disagreement,
+    num_anchors,
+    pool_adjacent_violators,
+    to_unit,
+)
+
+
+def toy_grader(r, sigma, rng):
+    return np.clip(0.25 + 0.55 * r + 0.2 * r**2 + rng.normal(0.0, sigma, np.shape(r)), 0.0, 1.0)
+
+
+def fitted_calibrator(sigma, rng, n_batches=80):
+    cal = MonotoneCalibrator()
+    for _ in range(n_batches):
+        r = rng.uniform(0, 1, 64)
+        cal.add(toy_grader(r, sigma, rng), r)
+    return cal
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, vla_wmrl.correction; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ------------------------------------------------------------------------------------------------------ calibrator
+def test_pool_adjacent_violators_hand_values():
+    np.testing.assert_allclose(pool_adjacent_violators(np.array([1.0, 3, 2, 4]), np.ones(4)), [1, 2.5, 2.5, 4])
+    # weighted: (3 * 1 + 2 * 3) / 4 = 2.25
+    np.testing.assert_allclose(pool_adjacent_violators(np.array([1.0, 3, 2]), np.array([1.0, 1, 3])), [1, 2.25, 2.25])
+
+
+def test_calibrator_identity_until_fitted_then_refit_cadence():
+    cal = MonotoneCalibrator(min_pairs=200, refit_every=64)
+    x = np.linspace(0, 1, 7)
+    cal.add(np.full(199, 0.5), np.zeros(199))
+    assert not cal.fitted
+    np.testing.assert_array_equal(cal(x), x)
+    cal.add(np.array([0.95]), np.array([1.0]))  # 200th pair -> first fit
+    assert cal.fitted and cal.n_fits == 1
+    cal.add(np.full(63, 0.1), np.zeros(63))
+    assert cal.n_fits == 1
+    cal.add(np.array([0.1]), np.array([0.0]))  # 64 new pairs -> refit
+    assert cal.n_fits == 2
+
+
+def test_calibrator_fit_hand_values_and_buffer_cap():
+    cal = MonotoneCalibrator(buffer_size=6, min_pairs=6, refit_every=1, num_bins=10)
+    # bins 1, 1, 5, 5, 8, 8: mean preds 0.15, 0.55, 0.85; mean reals 0.4, 0.2, 0.9 -> PAV (0.3, 0.3, 0.9)
+    cal.add(np.array([0.12, 0.18, 0.52, 0.58, 0.82, 0.88]), np.array([0.3, 0.5, 0.1, 0.3, 0.8, 1.0]))
+    np.testing.assert_allclose(cal.knots_x, [0.15, 0.55, 0.85])
+    np.testing.assert_allclose(cal.knots_y, [0.3, 0.3, 0.9])
+    # interpolation between knots, clamped outside them
+    np.testing.assert_allclose(cal(np.array([0.0, 0.35, 0.7, 1.0])), [0.3, 0.3, 0.6, 0.9])
+    cal.add(np.array([0.05]), np.array([0.0]))
+    assert cal.pred.size == 6 and cal.pred[-1] == 0.05 and cal.pred[0] == 0.18  # FIFO dropped the oldest
+
+
+def test_fitted_map_is_monotone_and_not_affine():
+    rng = np.random.default_rng(0)
+    cal = MonotoneCalibrator()
+    for _ in range(40):
+        r = rng.uniform(0, 1, 64)
+        cal.add(np.clip(r**3 + rng.normal(0, 0.1, 64), 0, 1), r)  # noisy, strongly convex bias
+    y = cal(np.linspace(0, 1, 501))
+    assert np.all(np.diff(y) >= 0)
+    x = np.linspace(0.05, 0.95, 50)
+    yx = cal(x)
+    residual = yx - np.polyval(np.polyfit(x, yx, 1), x)
+    assert np.abs(residual).max() > 0.05  # a linear map could not express it
+
+
+@pytest.mark.parametrize("sigma,target", [(0.005, 0.90), (0.05, 0.40)])
+def test_toy_grader_bias_removed(sigma, target):
+    rng = np.random.default_rng(1)
+    cal = fitted_calibrator(sigma, rng)
+    r = rng.uniform(0, 1, 20000)  # fresh samples, not the buffer
+    p = toy_grader(r, sigma, rng)
+    removed = 1.0 - centred_squared_error(cal(p), r) / centred_squared_error(p, r)
+    assert removed > target
+    assert cal.bias_removed > target  # the logged in-buffer estimate agrees
+
+
+def test_calibration_survives_group_standardisation():
+    """A non-affine bias changes within-group advantages; the calibrated ones match the true ones better."""
+    rng = np.random.default_rng(2)
+    corr = RewardCorrector(CorrectionConfig(denoise=False))
+    n_groups, G = 20, 8
+    steps = [rng.uniform(0, 1, (n_groups, G)) for _ in range(15)]
+    for r in steps:  # every group an anchor: fill the buffer
+        corr.process(r**2, r, np.ones(n_groups, bool))
+    assert corr.stats()["fitted"] == 1.0
+    r = rng.uniform(0, 1, (n_groups, G))
+    out = corr.process(r**2, None, np.zeros(n_groups, bool))
+    a_true, _ = group_advantages(r, np.ones_like(r, bool))
+    a_raw, _ = group_advantages(r**2, np.ones_like(r, bool))
+    err_raw = np.mean((a_raw - a_true) ** 2)
+    err_corr = np.mean((out.advantages - a_true) ** 2)
+    assert np.abs(out.advantages - a_raw).max() > 0.1  # calibration changed the advantages ...
+    assert err_corr < 0.3 * err_raw  # ... towards the true-reward ones
+
+
+# ------------------------------------------------------------------------------------------------------ denoising
+def test_normalised_disagreement_hand_value_and_degenerate_groups():
+    # f centred (-.5, 0, .5), r centred (-1/3, 2/3, -1/3): mean sq diff 7/18, Var(r) 2/9 -> 1.75
+    assert normalised_disagreement(np.array([0, 0.5, 1]), np.array([0.0, 1, 0])) == pytest.approx(1.75)
+    assert normalised_disagreement(np.array([0.2, 0.9]), np.array([1.0, 1.0])) is None  # Var(r) = 0
+    assert normalised_disagreement(np.array([0.2]), np.array([1.0])) is None
+
+
+def test_anchor_weight_ema_freeze_and_clip():
+    aw = AnchorWeight(w_target=2.0, w_max=4.0, half_life=1.0, freeze_after=2)
+    aw.observe(1.0)
+    assert aw.weight == 1.0 and aw.D == 1.0
+    aw.observe(3.0)  # half-life 1 -> alpha 0.5: D = 2, c = 1 / 2 frozen
+    assert aw.D == pytest.approx(2.0) and aw.c == pytest.approx(0.5) and aw.weight == pytest.approx(2.0)
+    aw.observe(6.0)  # D = 4 -> w = 3
+    assert aw.weight == pytest.approx(3.0)
+    aw.observe(100.0)  # w = 1 + 0.5 * 52 -> clipped to w_max
+    assert aw.weight == 4.0
+    for _ in range(30):
+        aw.observe(0.0)  # D -> 0: clipped at 1
+    assert aw.weight == pytest.approx(1.0, abs=1e-6) and aw.weight >= 1.0
+
+
+def test_anchor_weight_one_before_calibration_and_bounded_after():
+    rng = np.random.default_rng(3)
+    cfg = CorrectionConfig(w_max=4.0)
+    corr = RewardCorrector(cfg)
+    seen = []
+    for _ in range(60):
+        anchor = corr.select_anchors(32, rng)
+        r = rng.uniform(0, 1, (32, 8))
+        p = toy_grader(r, 0.1, rng)
+        fitted_before = corr.stats()["fitted"] if corr.n_steps else 0.0
+        out = corr.process(p, np.where(anchor[:, None], r, np.nan), anchor, pred_var=np.full(p.shape, 0.01))
+        w = corr.stats()["anchor_weight"]
+        seen.append(w)
+        if not fitted_before:
+            assert w == 1.0
+            np.testing.assert_array_equal(out.weights[anchor], 1.0)
+        assert 1.0 <= w <= cfg.w_max
+        np.testing.assert_allclose(out.weights[anchor][out.valid[anchor]], w)
+    assert corr.stats()["c_frozen"] == 1.0 and max(seen) > 1.0
+
+
+def test_inverse_variance_weights_hand_values():
+    w = inverse_variance_weights(np.array([0.001, 0.003, 5.0]), np.array([True, True, False]), eps=0.001)
+    np.testing.assert_allclose(w, [4 / 3, 2 / 3, 0.0])  # 1/(var+eps) = 500, 250; mean 375
+
+
+def test_imagined_weights_mean_one_and_anchor_rows_untouched():
+    corr = RewardCorrector(CorrectionConfig())
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0, 1, (5, 4))
+    var = rng.uniform(0.001, 0.05, (5, 4))
+    anchor = np.array([True, False, False, False, False])
+    out = corr.process(p, np.where(anchor[:, None], p, np.nan), anchor, pred_var=var)
+    assert out.weights[1:].mean() == pytest.approx(1.0)
+    np.testing.assert_array_equal(out.weights[0], 1.0)
+    assert np.argmax(out.weights[1:]) == np.argmin(var[1:])  # least certain counts least
+
+
+# ----------------------------------------------------------------------------------------------------- advantages
+def test_group_advantages_hand_values():
+    adv, valid = group_advantages(np.array([[0.0, 1, 2, 3]]), np.ones((1, 4), bool), eps=0.0)
+    np.testing.assert_allclose(adv[0], (np.arange(4) - 1.5) / np.sqrt(1.25))
+    assert valid.all()
+
+
+def test_ungraded_rollouts_excluded_not_scored_zero():
+    scores = np.array([[1.0, 0.5, np.nan]])
+    graded = np.array([[True, True, False]])
+    corr = RewardCorrector(CorrectionConfig(debias=False, denoise=False))
+    out = corr.process(scores, None, np.zeros(1, bool), graded=graded)
+    a = 0.25 / (0.25 + 1e-4)  # mean 0.75, std 0.25 over the two graded rollouts
+    np.testing.assert_allclose(out.advantages[0], [a, -a, 0.0])
+    assert out.valid.tolist() == [[True, True, False]] and out.weights[0, 2] == 0.0
+    as_zero, _ = group_advantages(np.array([[1.0, 0.5, 0.0]]), np.ones((1, 3), bool))
+    assert not np.allclose(out.advantages, as_zero)  # scoring it 0 would have given different advantages
+    assert corr.stats()["n_ungraded"] == 1.0
+
+
+def test_degenerate_groups_ignored():
+    corr = RewardCorrector(CorrectionConfig())
+    graded = np.array([[True, False, False], [True, True, True], [False, False, False]])
+    out = corr.process(np.array([[0.3, 0, 0], [0.1, 0.5, 0.9], [0, 0, 0]]), None, np.zeros(3, bool), graded=graded)
+    assert not out.valid[0].any() and not out.valid[2].any() and out.valid[1].all()
+    np.testing.assert_array_equal(out.advantages[[0, 2]], 0.0)
+    assert corr.stats()["n_skipped_groups"] == 1.0  # group 0 (group 2 has no scores at all)
+    # a constant anchor group (Var(r) = 0) does not move the disagreement average
+    corr = RewardCorrector(CorrectionConfig(min_pairs=2))
+    corr.process(np.array([[0.2, 0.8]]), np.array([[0.0, 1.0]]), np.ones(1, bool))  # fits
+    corr.process(np.array([[0.2, 0.8]]), np.array([[1.0, 1.0]]), np.ones(1, bool))
+    assert corr.stats()["n_disagreement_obs"] == 0.0
+
+
+def test_length_normaliser():
+    corr = RewardCorrector(CorrectionConfig(normaliser="length", denoise=False))
+    out = corr.process(np.array([[0.0, 1.0]]), None, np.zeros(1, bool), lengths=np.array([[10, 40]]))
+    np.testing.assert_allclose(out.weights, [[0.1, 0.025]])
+    with pytest.raises(ValueError, match="lengths"):
+        corr.process(np.array([[0.0, 1.0]]), None, np.zeros(1, bool))
+
+
+# ---------------------------------------------------------------------------------------------------- anchors
+def test_anchor_counts():
+    assert num_anchors(64, 0.1, 1) == 6
+    assert num_anchors(5, 0.1, 1) == 1
+    assert num_anchors(64, 0.5, 1, max_anchors=4) == 4
+    corr = RewardCorrector(CorrectionConfig(anchor_fraction=0.25, min_anchors=2))
+    mask = corr.select_anchors(16, np.random.default_rng(0))
+    assert mask.dtype == bool and mask.sum() == 4
+
+
+# ------------------------------------------------------------------------------------------------ bad input, state
+def test_nan_and_inf_scores_name_the_group():
+    corr = RewardCorrector()
+    p = np.full((5, 4), 0.5)
+    p[3, 1] = np.nan
+    with pytest.raises(ValueError, match="group 3"):
+        corr.process(p, None, np.zeros(5, bool))
+    real = np.full((5, 4), np.nan)  # NaN off the anchor rows is fine
+    real[1] = [0, 1, np.inf, 0]
+    with pytest.raises(ValueError, match="real_scores.*group 1"):
+        corr.process(np.full((5, 4), 0.5), real, np.array([False, True, False, False, False]))
+    graded = np.ones((5, 4), bool)
+    graded[3, 1] = False  # the same NaN on an ungraded rollout is accepted
+    corr.process(p, None, np.zeros(5, bool), graded=graded)
+
+
+def test_out_of_domain_scores_clipped_and_counted_lower_is_better():
+    u, n = to_unit(np.array([2.0, 12.0, -1.0]), (0.0, 10.0), higher_is_better=False)
+    np.testing.assert_allclose(u, [0.8, 0.0, 1.0])
+    assert n == 2
+    corr = RewardCorrector(CorrectionConfig(score_range=(0.0, 10.0), higher_is_better=False))
+    out = corr.process(np.array([[2.0, 12.0, 5.0]]), None, np.zeros(1, bool))
+    assert corr.stats()["n_clipped"] == 1.0 and corr.stats()["n_clipped_total"] == 1.0
+    assert out.advantages[0, 0] > 0 > out.advantages[0, 1]  # lower loss -> positive advantage
+
+
+def test_state_round_trip_gives_identical_outputs():
+    cfg = CorrectionConfig(per_task=True, min_pairs=50, refit_every=16, freeze_after=4)
+    rng = np.random.default_rng(5)
+
+    def batch():
+        r = rng.uniform(0, 1, (12, 6))
+        anchor = np.zeros(12, bool)
+        anchor[rng.choice(12, 3, replace=False)] = True
+        return dict(
+            pred_scores=toy_grader(r, 0.05, rng),
+            real_scores=np.where(anchor[:, None], r, np.nan),
+            anchor_mask=anchor,
+            pred_var=rng.uniform(0.001, 0.01, r.shape),
+            task_ids=rng.integers(0, 2, 12),
+        )
+
+    a = RewardCorrector(cfg)
+    for _ in range(12):
+        a.process(**batch())
+    b = RewardCorrector(cfg)
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert a.stats() == b.stats()
+    for _ in range(5):
+        inputs = batch()
+        out_a, out_b = a.process(**inputs), b.process(**inputs)
+        for field in ("advantages", "weights", "valid"):
+            np.testing.assert_array_equal(getattr(out_a, field), getattr(out_b, field))
+    assert a.stats() == b.stats() and a.stats()["fitted"] == 1.0 and a.stats()["c_frozen"] == 1.0

@@ -1,0 +1,130 @@
+"""Online debiasing: a monotone, non-affine map from predicted score to expected real outcome.
+
+GRPO standardises rewards within each group, which cancels any affine correction; only the *shape* of the map
+matters. The map is therefore a binned isotonic regression (pool-adjacent-violators), not a linear fit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted isotonic (non-decreasing) regression of a sequence.
+
+    Args:
+        values: (n,) values to make monotone.
+        weights: (n,) positive weights (e.g. bin counts).
+
+    Returns:
+        (n,) non-decreasing sequence minimising the weighted squared distance to ``values``.
+    """
+    # Each block is [weighted mean, total weight, number of entries]; merge while the last two violate order.
+    blocks: list[list[float]] = []
+    for v, w in zip(values.tolist(), weights.tolist()):
+        blocks.append([v, w, 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            v2, w2, n2 = blocks.pop()
+            v1, w1, n1 = blocks[-1]
+            blocks[-1] = [(v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, n1 + n2]
+    return np.concatenate([np.full(n, v) for v, _, n in blocks])
+
+
+def centred_squared_error(pred: np.ndarray, real: np.ndarray) -> float:
+    """Mean of ((pred - real) - mean(pred - real))^2: the error left once a constant offset is removed.
+
+    A constant offset does nothing under GRPO, so this is the part of the bias that matters.
+    """
+    err = np.asarray(pred, float) - np.asarray(real, float)
+    return float(np.mean((err - err.mean()) ** 2)) if err.size else 0.0
+
+
+class MonotoneCalibrator:
+    """Binned isotonic calibrator fitted online on (predicted, real) pairs in [0, 1].
+
+    Pairs go into a FIFO buffer. Once ``min_pairs`` pairs exist the map is fitted, then refitted every
+    ``refit_every`` new pairs. Fitting bins the predictions into ``num_bins`` equal bins on [0, 1], takes per-bin
+    means of prediction and outcome, makes the outcome means non-decreasing with pool-adjacent-violators weighted by
+    bin counts, and applies the map by linear interpolation through the per-bin (mean prediction, monotone mean
+    outcome) knots, clamped at the end knots. Using each bin's mean prediction instead of its centre makes the map
+    exact for smooth biases whose predictions fill a bin unevenly (e.g. only its upper half). Until fitted the map is
+    the identity.
+
+    Args:
+        buffer_size: Maximum number of pairs kept (oldest dropped first).
+        min_pairs: Pairs needed before the first fit.
+        refit_every: New pairs between refits once fitted.
+        num_bins: Equal-width bins on [0, 1].
+    """
+
+    def __init__(self, buffer_size: int = 5000, min_pairs: int = 200, refit_every: int = 64, num_bins: int = 10):
+        self.buffer_size, self.min_pairs, self.refit_every, self.num_bins = buffer_size, min_pairs, refit_every, num_bins
+        self.pred = np.zeros(0)
+        self.real = np.zeros(0)
+        self.knots_x = np.zeros(0)  # (k,) increasing mean prediction per non-empty bin
+        self.knots_y = np.zeros(0)  # (k,) non-decreasing calibrated outcome per knot
+        self.new_since_fit = 0
+        self.n_fits = 0
+        self.n_seen = 0
+        self.bias_removed = 0.0
+
+    @property
+    def fitted(self) -> bool:
+        """Whether a map has been fitted (otherwise the calibrator is the identity)."""
+        return self.knots_x.size > 0
+
+    def add(self, pred: np.ndarray, real: np.ndarray) -> bool:
+        """Add pairs (both in [0, 1]) and refit if the cadence says so.
+
+        Returns:
+            True if the map was (re)fitted.
+        """
+        pred, real = np.asarray(pred, float).ravel(), np.asarray(real, float).ravel()
+        self.pred = np.concatenate([self.pred, pred])[-self.buffer_size :]
+        self.real = np.concatenate([self.real, real])[-self.buffer_size :]
+        self.new_since_fit += pred.size
+        self.n_seen += pred.size
+        due = self.new_since_fit >= self.refit_every if self.fitted else self.pred.size >= self.min_pairs
+        return self.fit() if due else False
+
+    def fit(self) -> bool:
+        """Fit the map on the buffer now. Returns False (map unchanged) if fewer than two bins are populated."""
+        bins = np.clip((self.pred * self.num_bins).astype(int), 0, self.num_bins - 1)
+        counts = np.bincount(bins, minlength=self.num_bins).astype(float)
+        used = counts > 0
+        if used.sum() < 2:
+            return False
+        mean_pred = np.bincount(bins, self.pred, self.num_bins)[used] / counts[used]
+        mean_real = np.bincount(bins, self.real, self.num_bins)[used] / counts[used]
+        self.knots_x = mean_pred
+        self.knots_y = pool_adjacent_violators(mean_real, counts[used])
+        self.new_since_fit = 0
+        self.n_fits += 1
+        raw = centred_squared_error(self.pred, self.real)
+        self.bias_removed = 1.0 - centred_squared_error(self(self.pred), self.real) / raw if raw > 0 else 0.0
+        return True
+
+    def __call__(self, pred: np.ndarray) -> np.ndarray:
+        """Map predicted scores in [0, 1] to calibrated scores (identity until fitted)."""
+        pred = np.asarray(pred, float)
+        return np.interp(pred, self.knots_x, self.knots_y) if self.fitted else pred.copy()
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state (Python floats round-trip exactly through json)."""
+        return {
+            "pred": self.pred.tolist(),
+            "real": self.real.tolist(),
+            "knots_x": self.knots_x.tolist(),
+            "knots_y": self.knots_y.tolist(),
+            "new_since_fit": self.new_since_fit,
+            "n_fits": self.n_fits,
+            "n_seen": self.n_seen,
+            "bias_removed": self.bias_removed,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from :meth:`state_dict`."""
+        for key in ("pred", "real", "knots_x", "knots_y"):
+            setattr(self, key, np.asarray(state[key], float))
+        self.new_since_fit, self.n_fits, self.n_seen = state["new_since_fit"], state["n_fits"], state["n_seen"]
+        self.bias_removed = float(state["bias_removed"])

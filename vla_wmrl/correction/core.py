@@ -1,0 +1,292 @@
+"""RewardCorrector: anchors + online debiasing + inverse-variance denoising + group advantages, in one object."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .advantages import group_advantages, normaliser_weights
+from .anchors import select_anchors
+from .calibrator import MonotoneCalibrator
+from .denoising import AnchorWeight, inverse_variance_weights, normalised_disagreement
+
+
+@dataclass
+class CorrectionConfig:
+    """Settings of :class:`RewardCorrector` (defaults: the method's reference behaviour)."""
+
+    anchor_fraction: float = 0.1  # fraction of groups per step also executed for real
+    min_anchors: int = 1  # at least this many anchor groups per step
+    max_anchors: int | None = None  # cap on anchor groups per step (bounds concurrent real executions); None: no cap
+    debias: bool = True  # train imagined groups on calibrated scores f(p) instead of raw p
+    denoise: bool = True  # anchor-stream weight and per-sample inverse-variance weights (else all weights 1)
+    per_task: bool = False  # one calibration map per task id; the pooled map serves a task until its own is fitted
+    buffer_size: int = 5000  # FIFO capacity of (predicted, real) pairs per calibrator
+    min_pairs: int = 200  # pairs before the first fit
+    refit_every: int = 64  # new pairs between refits
+    num_bins: int = 10  # equal-width calibration bins on [0, 1]
+    w_target: float = 2.0  # anchor weight at the moment c is frozen
+    w_max: float = 4.0  # upper clip of the anchor weight
+    ema_half_life: float = 64.0  # half-life of the disagreement average D, in anchor groups
+    freeze_after: int = 32  # disagreement observations before c = (w_target - 1) / D is frozen
+    min_real_var: float = 1e-6  # anchor groups with Var(real) at or below this are skipped by the disagreement
+    var_eps: float = 1e-3  # eps in 1 / (var + eps), in calibrator units ([0, 1] scores)
+    adv_eps: float = 1e-4  # eps in (x - mean) / (std + eps)
+    normaliser: str = "constant"  # 'length' (1/|tau|, needs lengths) or 'constant' (1/normaliser_constant)
+    normaliser_constant: float = 1.0  # k of the constant normaliser
+    score_range: tuple[float, float] = (0.0, 1.0)  # (lo, hi) of raw scores; mapped linearly onto [0, 1]
+    higher_is_better: bool = True  # False for metrics like validation loss: the map is flipped so 1 is best
+
+    def __post_init__(self):
+        if not 0.0 <= self.anchor_fraction <= 1.0:
+            raise ValueError(f"anchor_fraction must be in [0, 1], got {self.anchor_fraction}")
+        lo, hi = self.score_range
+        if not hi > lo:
+            raise ValueError(f"score_range must be (lo, hi) with hi > lo, got {self.score_range}")
+        if self.normaliser not in ("length", "constant"):
+            raise ValueError(f"unknown normaliser {self.normaliser!r}; valid: 'length', 'constant'")
+        if not 1.0 <= self.w_target <= self.w_max:
+            raise ValueError(f"need 1 <= w_target <= w_max, got w_target={self.w_target}, w_max={self.w_max}")
+
+
+@dataclass
+class CorrectionOutput:
+    """Result of :meth:`RewardCorrector.process`; all arrays are (num_groups, G)."""
+
+    advantages: np.ndarray  # standardised within group; 0 where not valid
+    weights: np.ndarray  # per-sample loss weights (normaliser x anchor weight or inverse-variance weight); 0 where not valid
+    valid: np.ndarray  # bool, samples that contribute to the loss
+    scores: np.ndarray  # the [0, 1] scores advantages were computed from: real on anchor rows, f(p) (or p) elsewhere
+
+
+def to_unit(x: np.ndarray, score_range: tuple[float, float] = (0.0, 1.0), higher_is_better: bool = True):
+    """Map raw scores onto the calibrator's [0, 1] domain (1 = best), clipping what falls outside.
+
+    Args:
+        x: Raw scores (any shape); non-finite values pass through unchanged (callers mask them).
+        score_range: (lo, hi) of the raw scores.
+        higher_is_better: If False (e.g. a loss), lo maps to 1 and hi to 0.
+
+    Returns:
+        (unit scores, number of finite entries that were clipped).
+    """
+    lo, hi = score_range
+    u = (np.asarray(x, float) - lo) / (hi - lo)
+    if not higher_is_better:
+        u = 1.0 - u
+    with np.errstate(invalid="ignore"):
+        outside = np.isfinite(u) & ((u < 0.0) | (u > 1.0))
+    return np.where(outside, np.clip(u, 0.0, 1.0), u), int(outside.sum())
+
+
+def _check_finite(name: str, x: np.ndarray, mask: np.ndarray) -> None:
+    bad = mask & ~np.isfinite(x)
+    if bad.any():
+        groups = np.flatnonzero(bad.any(axis=1))
+        raise ValueError(
+            f"{name} has NaN/inf in graded rollouts of group {int(groups[0])} (groups {groups.tolist()}); "
+            "mark rollouts without a score with graded=False / real_graded=False instead"
+        )
+
+
+class RewardCorrector:
+    """Turns world-model and real scores of rollout groups into corrected GRPO advantages and loss weights.
+
+    See the package docstring for the calling convention and the order of operations in :meth:`process`.
+
+    Args:
+        config: Settings; ``CorrectionConfig()`` is the reference behaviour.
+    """
+
+    def __init__(self, config: CorrectionConfig | None = None):
+        self.config = config or CorrectionConfig()
+        cfg = self.config
+        self._make_calibrator = lambda: MonotoneCalibrator(cfg.buffer_size, cfg.min_pairs, cfg.refit_every, cfg.num_bins)
+        self.calibrator = self._make_calibrator()  # pooled over all tasks
+        self.task_calibrators: dict[int, MonotoneCalibrator] = {}
+        self.anchor_weight = AnchorWeight(cfg.w_target, cfg.w_max, cfg.ema_half_life, cfg.freeze_after)
+        self.n_steps = 0
+        self.n_clipped_total = 0
+        self._last: dict[str, float] = {}
+
+    # ----------------------------------------------------------------------------------------------------- anchors
+    def select_anchors(self, num_groups: int, rng: np.random.Generator) -> np.ndarray:
+        """(num_groups,) bool mask of the groups to also execute for real this step."""
+        cfg = self.config
+        return select_anchors(num_groups, rng, cfg.anchor_fraction, cfg.min_anchors, cfg.max_anchors)
+
+    # ------------------------------------------------------------------------------------------------ calibration
+    def calibrator_for(self, task_id: int | None) -> MonotoneCalibrator:
+        """The map used for a task: its own once fitted (``per_task``), else the pooled one."""
+        own = self.task_calibrators.get(int(task_id)) if task_id is not None else None
+        return own if own is not None and own.fitted else self.calibrator
+
+    def calibrate(self, unit_scores: np.ndarray, task_id: int | None = None) -> np.ndarray:
+        """Apply the debiasing map to [0, 1] scores (identity if ``debias`` is off or nothing is fitted yet)."""
+        unit_scores = np.asarray(unit_scores, float)
+        return self.calibrator_for(task_id)(unit_scores) if self.config.debias else unit_scores.copy()
+
+    # ---------------------------------------------------------------------------------------------------- process
+    def process(
+        self,
+        pred_scores: np.ndarray,
+        real_scores: np.ndarray | None,
+        anchor_mask: np.ndarray,
+        pred_var: np.ndarray | None = None,
+        lengths: np.ndarray | None = None,
+        task_ids: np.ndarray | None = None,
+        graded: np.ndarray | None = None,
+        real_graded: np.ndarray | None = None,
+    ) -> CorrectionOutput:
+        """Correct one step's scores and return advantages, weights and the valid mask.
+
+        Args:
+            pred_scores: (num_groups, G) world-model scores, raw units (see ``score_range``).
+            real_scores: (num_groups, G) real outcomes, raw units; read on anchor rows only (anything elsewhere,
+                e.g. NaN). May be None when no group is an anchor.
+            anchor_mask: (num_groups,) bool, groups also executed for real.
+            pred_var: (num_groups, G) world-model predictive variance in raw units squared, or None.
+            lengths: (num_groups, G) trajectory lengths, for ``normaliser='length'``.
+            task_ids: (num_groups,) ints, for ``per_task`` calibration.
+            graded: (num_groups, G) bool, rollouts the world model scored (default all True).
+            real_graded: (num_groups, G) bool, anchor rollouts with a real outcome (default all True on anchor rows).
+
+        Returns:
+            CorrectionOutput with advantages, weights, valid and the scores used.
+
+        Raises:
+            ValueError: On shape mismatches, or NaN/inf among graded scores (the message names the group).
+        """
+        cfg = self.config
+        pred = np.asarray(pred_scores, float)
+        if pred.ndim != 2:
+            raise ValueError(f"pred_scores must be (num_groups, G), got shape {pred.shape}")
+        num_groups, _ = pred.shape
+        anchor = np.asarray(anchor_mask, bool).reshape(-1)
+        if anchor.shape != (num_groups,):
+            raise ValueError(f"anchor_mask has shape {anchor.shape}, expected ({num_groups},)")
+        real = np.full(pred.shape, np.nan) if real_scores is None else np.asarray(real_scores, float)
+        graded = np.ones(pred.shape, bool) if graded is None else np.asarray(graded, bool)
+        real_graded = np.ones(pred.shape, bool) if real_graded is None else np.asarray(real_graded, bool)
+        for name, arr in (("real_scores", real), ("graded", graded), ("real_graded", real_graded)):
+            if arr.shape != pred.shape:
+                raise ValueError(f"{name} has shape {arr.shape}, expected {pred.shape}")
+        real_graded = real_graded & anchor[:, None]  # real outcomes exist only on anchor rows
+        tasks = [None] * num_groups if task_ids is None else [int(t) for t in np.asarray(task_ids).reshape(-1)]
+        if len(tasks) != num_groups:
+            raise ValueError(f"task_ids has {len(tasks)} entries, expected {num_groups}")
+        _check_finite("pred_scores", pred, graded)
+        _check_finite("real_scores", real, real_graded)
+
+        # 1. Raw units -> [0, 1] (1 = best); out-of-domain scores are clipped and counted.
+        u_pred, clipped_p = to_unit(np.where(graded, pred, 0.0), cfg.score_range, cfg.higher_is_better)
+        u_real, clipped_r = to_unit(np.where(real_graded, real, 0.0), cfg.score_range, cfg.higher_is_better)
+        n_clipped = clipped_p + clipped_r
+
+        # 2. Anchor groups: disagreement under the current map (out of sample), then feed the calibrators.
+        paired = graded & real_graded
+        n_pairs_step = 0
+        for i in np.flatnonzero(anchor):
+            m = paired[i]
+            if not m.any():
+                continue
+            cal = self.calibrator_for(tasks[i])
+            if cal.fitted:  # the anchor weight stays exactly 1 before calibration
+                s2 = normalised_disagreement(self.calibrate(u_pred[i, m], tasks[i]), u_real[i, m], cfg.min_real_var)
+                if s2 is not None:
+                    self.anchor_weight.observe(s2)
+            self.calibrator.add(u_pred[i, m], u_real[i, m])
+            if cfg.per_task and tasks[i] is not None:
+                self.task_calibrators.setdefault(tasks[i], self._make_calibrator()).add(u_pred[i, m], u_real[i, m])
+            n_pairs_step += int(m.sum())
+
+        # 3. Training scores: real outcomes on anchor rows, calibrated predictions on imagined rows.
+        scores = u_real.copy()
+        imagined_rows = np.flatnonzero(~anchor)
+        if cfg.per_task:
+            for i in imagined_rows:
+                scores[i] = self.calibrate(u_pred[i], tasks[i])
+        else:  # one pooled map: a single vectorised call
+            scores[imagined_rows] = self.calibrate(u_pred[imagined_rows])
+        score_mask = np.where(anchor[:, None], real_graded, graded)
+
+        # 4. Group advantages over graded rollouts only.
+        adv, valid = group_advantages(scores, score_mask, cfg.adv_eps)
+
+        # 5. Weights: normaliser x (anchor-stream weight | normalised inverse variance).
+        weights = normaliser_weights(pred.shape, cfg.normaliser, lengths, cfg.normaliser_constant)
+        w_anchor = self.anchor_weight.weight if cfg.denoise else 1.0
+        weights[anchor] *= w_anchor
+        imagined = valid & ~anchor[:, None]
+        if cfg.denoise and pred_var is not None:
+            var = np.asarray(pred_var, float)
+            if var.shape != pred.shape:
+                raise ValueError(f"pred_var has shape {var.shape}, expected {pred.shape}")
+            _check_finite("pred_var", var, imagined)
+            if (var[imagined] < 0).any():
+                raise ValueError("pred_var must be non-negative")
+            lo, hi = cfg.score_range
+            weights *= np.where(anchor[:, None], 1.0, inverse_variance_weights(var / (hi - lo) ** 2, imagined, cfg.var_eps))
+        weights = np.where(valid, weights, 0.0)
+
+        self.n_steps += 1
+        self.n_clipped_total += n_clipped
+        groups_with_scores = score_mask.any(axis=1)
+        self._last = {
+            "anchor_fraction": float(anchor.mean()) if num_groups else 0.0,
+            "num_anchor_groups": float(anchor.sum()),
+            "n_pairs_step": float(n_pairs_step),
+            "n_clipped": float(n_clipped),
+            "n_ungraded": float((~score_mask).sum()),
+            "n_skipped_groups": float((groups_with_scores & ~valid.any(axis=1)).sum()),
+            "n_valid": float(valid.sum()),
+        }
+        return CorrectionOutput(advantages=adv, weights=weights, valid=valid, scores=np.where(score_mask, scores, np.nan))
+
+    # ------------------------------------------------------------------------------------------------ logging/state
+    def stats(self) -> dict[str, float]:
+        """Floats for logging: last step's anchor fraction/clipping/skips, calibration and denoising state."""
+        aw = self.anchor_weight
+        out = dict(self._last)
+        out.update(
+            {
+                "fitted": float(self.calibrator.fitted),
+                "n_fits": float(self.calibrator.n_fits),
+                "n_pairs": float(self.calibrator.pred.size),
+                "bias_removed": float(self.calibrator.bias_removed),
+                "anchor_weight": float(aw.weight if self.config.denoise else 1.0),
+                "disagreement": float(aw.D),
+                "n_disagreement_obs": float(aw.n_obs),
+                "c_frozen": float(aw.c is not None),
+                "n_clipped_total": float(self.n_clipped_total),
+                "n_steps": float(self.n_steps),
+            }
+        )
+        if self.config.per_task:
+            out["n_tasks_fitted"] = float(sum(c.fitted for c in self.task_calibrators.values()))
+        return out
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state; ``load_state_dict`` on a corrector with the same config resumes exactly."""
+        return {
+            "config": dataclasses.asdict(self.config),  # for reference; the constructor's config is what is used
+            "calibrator": self.calibrator.state_dict(),
+            "task_calibrators": {str(t): c.state_dict() for t, c in self.task_calibrators.items()},
+            "anchor_weight": self.anchor_weight.state_dict(),
+            "n_steps": self.n_steps,
+            "n_clipped_total": self.n_clipped_total,
+            "last": dict(self._last),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from :meth:`state_dict` (e.g. after ``json.loads``)."""
+        self.calibrator.load_state_dict(state["calibrator"])
+        self.task_calibrators = {}
+        for t, s in state["task_calibrators"].items():
+            self.task_calibrators[int(t)] = cal = self._make_calibrator()
+            cal.load_state_dict(s)
+        self.anchor_weight.load_state_dict(state["anchor_weight"])
+        self.n_steps, self.n_clipped_total = int(state["n_steps"]), int(state["n_clipped_total"])
+        self._last = {k: float(v) for k, v in state["last"].items()}

@@ -1,0 +1,133 @@
+"""Run seeded episodes over a vector environment, refilling each worker with the next seed as soon as it finishes.
+
+This is the one place real (simulator or robot) episodes are executed: demonstration collection, evaluation and
+WMRL's anchor groups all go through :func:`run_episodes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, Protocol
+
+import numpy as np
+
+
+class RolloutPolicy(Protocol):
+    """What :func:`run_episodes` needs from a policy: batched actions and per-worker episode resets."""
+
+    def act(self, obs: dict, info: dict) -> np.ndarray:
+        """Actions (num_envs, action_dim) for a batched observation and info dict."""
+
+    def reset(self, mask: np.ndarray) -> None:
+        """Forget per-episode state of the workers where ``mask`` is True (they start a new episode)."""
+
+
+@dataclass
+class Episode:
+    """One finished episode. ``frames[t]`` holds observation t, action t and what followed it (LeRobot layout)."""
+
+    seed: int
+    frames: list[dict] = field(default_factory=list)
+    success: bool = False
+    unstable: bool = False
+
+    @property
+    def length(self) -> int:
+        return len(self.frames)
+
+    @property
+    def ret(self) -> float:
+        return float(sum(f["next.reward"] for f in self.frames))
+
+
+def index_batch(tree, i: int):
+    """Element ``i`` of a batched observation/info tree (dicts of arrays or tuples); drops gymnasium's ``_`` masks."""
+    if isinstance(tree, dict):
+        return {k: index_batch(v, i) for k, v in tree.items() if not k.startswith("_")}
+    return tree[i]
+
+
+def run_episodes(envs, policy: RolloutPolicy, seeds: list[int]) -> Iterator[Episode]:
+    """Run one episode per seed over ``envs`` (autoreset disabled) and yield each as it finishes.
+
+    Args:
+        envs: a gymnasium vector env made by :func:`sims.make_vector_env`.
+        policy: batched policy (see :class:`RolloutPolicy`).
+        seeds: one reset seed per episode; episodes run ``num_envs`` at a time.
+
+    Yields:
+        Finished :class:`Episode` objects, in completion order.
+    """
+    n, queue = envs.num_envs, list(seeds)
+    slots: list[Episode | None] = [None] * n
+
+    def start(mask: np.ndarray, obs=None, info=None):
+        seed_list = [None] * n
+        for i in np.flatnonzero(mask):
+            slots[i] = Episode(seed=int(queue.pop(0)))
+            seed_list[i] = slots[i].seed
+        new_obs, new_info = envs.reset(seed=seed_list, options={"reset_mask": mask})
+        policy.reset(mask)
+        return new_obs, new_info
+
+    obs, info = start(np.arange(n) < min(n, len(queue)))
+    while any(s is not None for s in slots):
+        actions = np.asarray(policy.act(obs, info), dtype=np.float32)
+        next_obs, reward, terminated, truncated, next_info = envs.step(actions)
+        done = np.logical_or(terminated, truncated)
+        restart = np.zeros(n, dtype=bool)
+        for i, ep in enumerate(slots):
+            if ep is None:
+                continue
+            frame = index_batch(obs, i)
+            frame.update({"action": actions[i], "next.reward": float(reward[i]), "next.done": bool(done[i]),
+                          "next.success": bool(next_info["is_success"][i])})
+            ep.frames.append(frame)
+            if done[i]:
+                ep.success = bool(next_info["is_success"][i])
+                ep.unstable = bool(next_info["sim_unstable"][i])
+                slots[i] = None
+                restart[i] = bool(queue)
+                yield ep
+        obs, info = next_obs, next_info
+        if restart.any():
+            reset_obs, reset_info = start(restart)
+            obs, info = _merge(obs, reset_obs, restart), _merge(info, reset_info, restart)
+
+
+def _merge(old, new, mask: np.ndarray):
+    """Take ``new`` where ``mask`` is True, ``old`` elsewhere, through nested dicts/arrays/tuples."""
+    if isinstance(old, dict):
+        return {k: _merge(old[k], new[k], mask) if k in new else old[k] for k in old}
+    if isinstance(old, tuple):
+        return tuple(b if m else a for a, b, m in zip(old, new, mask))
+    out = np.array(old, copy=True)
+    out[mask] = np.asarray(new)[mask]
+    return out
+
+
+class ExpertPolicy:
+    """Batched wrapper over one scripted expert per worker (see ``sims.experts``).
+
+    Args:
+        sim: registered sim name.
+        num_envs: number of workers.
+        noise: action-noise standard deviation of a noisy episode.
+        noisy_fraction: probability that an episode is noisy (drawn per episode).
+        seed: seed of the noise draws.
+    """
+
+    def __init__(self, sim: str, num_envs: int, noise: float = 0.0, noisy_fraction: float = 1.0, seed: int = 0):
+        from sims.experts import make_expert
+
+        self.rng = np.random.default_rng(seed)
+        self.noise, self.noisy_fraction = noise, noisy_fraction
+        self.experts = [make_expert(sim, seed=seed + 1000 * i) for i in range(num_envs)]
+
+    def reset(self, mask: np.ndarray) -> None:
+        for i in np.flatnonzero(mask):
+            self.experts[i].reset()
+            self.experts[i].noise = self.noise if self.rng.random() < self.noisy_fraction else 0.0
+
+    def act(self, obs: dict, info: dict) -> np.ndarray:
+        return np.stack([ex.act(index_batch(info["privileged"], i)) for i, ex in enumerate(self.experts)])
