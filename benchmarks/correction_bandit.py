@@ -63,11 +63,11 @@ class BanditConfig:
     group_size: int = 8  # G rollouts per group
     steps: int = 300  # real-only training steps (defines its compute C)
     wm_compute_fraction: float = 0.5  # world-model arms train until compute C * this
-    lr: float = 0.5  # policy learning rate (same for all arms)
+    lr: float = 10.0  # policy learning rate (same for all arms)
     real_noise: float = 0.1  # std of a real evaluation around R
-    wm_noise: float = 0.25  # scale of the world model's persistent per-pair error with no data
+    wm_noise: float = 0.2  # scale of the world model's persistent per-pair error with no data
     call_noise: float = 0.03  # per-call world-model noise
-    n0: float = 4.0  # real executions of a pair that halve its error variance
+    n0: float = 1.0  # real executions of a pair that halve its error variance
     offline_mean: float = 4.0  # mean offline count per (context, action); skewed across actions
     wm_cost: float = 0.01  # compute cost of one world-model evaluation (a real one costs 1)
     anchor_fraction: float = 0.1  # anchor groups per step in world-model arms
@@ -233,6 +233,7 @@ def main() -> None:
     ax.axhline(real_final, color="grey", ls="--", lw=0.8, label="real-only final")
     ax.axvline(real_compute / 3, color="grey", ls=":", lw=0.8, label="C / 3")
     ax.set_xscale("symlog", linthresh=1000)
+    ax.set_xlim(left=0)
     ax.set_xlabel("compute (real evaluations = 1, world-model evaluations = %g)" % cfg.wm_cost)
     ax.set_ylabel("true expected reward")
     ax.set_title(f"GRPO contextual bandit, bias={cfg.bias}, {args.seeds} seeds (mean ± std)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import string
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 from lerobot.utils.constants import OBS_IMAGES, OBS_STATE
 
@@ -20,9 +21,19 @@ def image_key(camera: str) -> str:
     return f"{OBS_IMAGES}.{camera}"
 
 
-def check_finite_state(data) -> bool:
-    """True when the MuJoCo state is finite (an unstable simulation produces NaN/inf)."""
-    return bool(np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all())
+_INSTABILITY = ("mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL")
+
+
+def instability_count(data) -> int:
+    """How many times MuJoCo has flagged this simulation as unstable (it then resets the state by itself)."""
+    return sum(int(data.warning[getattr(mujoco.mjtWarning, w)].number) for w in _INSTABILITY)
+
+
+def check_finite_state(data, warnings_before: int | None = None) -> bool:
+    """True when the MuJoCo state is finite and, given the count before a step, MuJoCo raised no new
+    instability warning during it (an unstable simulation produces NaN/inf, which MuJoCo silently resets)."""
+    finite = bool(np.isfinite(data.qpos).all() and np.isfinite(data.qvel).all())
+    return finite and (warnings_before is None or instability_count(data) == warnings_before)
 
 
 class ImageObsMixin:

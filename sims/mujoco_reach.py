@@ -6,13 +6,14 @@ quick experiments. The instruction names the target colour, so the language actu
 
 from __future__ import annotations
 
+import atexit
 from pathlib import Path
 
 import gymnasium as gym
 import mujoco
 import numpy as np
 
-from sims.base import ImageObsMixin, check_finite_state
+from sims.base import ImageObsMixin, check_finite_state, instability_count
 
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "planar_reach.xml"
 COLOURS = ("red", "blue")
@@ -92,9 +93,10 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(2), -1.0, 1.0)
         lo, hi = self.model.actuator_ctrlrange.T
         self.data.ctrl[:] = np.clip(self.data.ctrl + self.max_delta * action, lo, hi)
+        warnings_before = instability_count(self.data)
         mujoco.mj_step(self.model, self.data, nstep=self.n_substeps)
         self._t += 1
-        unstable = not check_finite_state(self.data)
+        unstable = not check_finite_state(self.data, warnings_before)
         success = (not unstable) and self._distance() < self.success_radius
         if self.reward_type == "sparse":
             reward = float(success)
@@ -120,6 +122,7 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
     def _render_camera(self, camera: str) -> np.ndarray:
         if self._renderer is None:
             self._renderer = mujoco.Renderer(self.model, self.image_size, self.image_size)
+            atexit.register(self.close)  # free the GL context before the interpreter tears EGL down
         self._renderer.update_scene(self.data, camera=camera)
         return self._renderer.render()  # mujoco.Renderer already returns upright images
 

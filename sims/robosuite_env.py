@@ -6,6 +6,7 @@ buffer sized to the image; this needs ``hard_reset=False`` (a hard reset rebuild
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 
@@ -15,7 +16,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from sims.base import ImageObsMixin, check_finite_state
+from sims.base import ImageObsMixin, check_finite_state, instability_count
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,34 @@ INSTRUCTIONS = {
 }
 PROPRIO_KEYS = ("robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos")  # 3 + 4 + 2 = 9
 ROBOSUITE_CAMERAS = ("agentview", "frontview", "birdview", "sideview", "robot0_eye_in_hand", "robot0_robotview")
+
+
+def _quiet_robosuite():
+    """robosuite logs every skipped controller part at WARNING on each construction; keep real errors only."""
+    logger = logging.getLogger("robosuite_logs")
+    logger.setLevel(logging.ERROR)
+    for handler in logger.handlers:
+        handler.setLevel(logging.ERROR)
+
+
+def _copy_mjdata_into(dst, src) -> None:
+    """In-place copy of every array of an MjData (robosuite keeps references to the live one)."""
+    for name in dir(src):
+        if name.startswith("_"):
+            continue
+        value = getattr(src, name)
+        if isinstance(value, np.ndarray) and value.size:
+            target = getattr(dst, name)
+            if target.flags.writeable:
+                target[...] = value
+    dst.time = src.time
+
+
+def _controller_state(controller) -> dict:
+    """The numeric attributes of a robosuite controller (goals, cached poses, last action): what it remembers
+    between steps beyond the MuJoCo state."""
+    plain = (np.ndarray, float, int, bool, np.floating, np.integer, type(None))
+    return {k: copy.deepcopy(v) for k, v in vars(controller).items() if isinstance(v, plain)}
 
 
 class RobosuiteEnv(ImageObsMixin, gym.Env):
@@ -55,6 +84,8 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
                  render_mode: str = "rgb_array"):
         import robosuite as suite
         from robosuite.controllers import load_composite_controller_config
+
+        _quiet_robosuite()
 
         if task not in INSTRUCTIONS:
             raise ValueError(f"unsupported robosuite task {task!r}; valid: {sorted(INSTRUCTIONS)}")
@@ -108,13 +139,13 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
 
     def step(self, action):
         action = np.clip(np.asarray(action, dtype=np.float64).reshape(self.action_space.shape), -1.0, 1.0)
-        unstable = False
+        unstable, warnings_before = False, instability_count(self.env.sim.data._data)
         try:
             self._raw, dense, _, _ = self.env.step(action)
         except Exception as exc:  # robosuite/mujoco raise on unstable physics; end the episode, keep the run
             log.warning("robosuite step failed (%s: %s); ending the episode", type(exc).__name__, exc)
             unstable, dense = True, 0.0
-        unstable = unstable or not check_finite_state(self.env.sim.data)
+        unstable = unstable or not check_finite_state(self.env.sim.data._data, warnings_before)
         self._t += 1
         success = (not unstable) and bool(self.env._check_success())
         reward = float(success) if self.reward_type == "sparse" else float(dense)
@@ -137,18 +168,32 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
         return {"is_success": bool(success), "sim_unstable": bool(unstable), "privileged": privileged}
 
     def get_state(self) -> dict:
-        """Full simulator state (flattened MuJoCo state plus the episode clock) for an exact restore."""
-        return {"mujoco": self.env.sim.get_state().flatten().copy(), "t": self._t, "timestep": self.env.timestep,
-                "cur_time": self.env.cur_time}
+        """Full simulator state for an exact restore: a copy of the whole MjData (including derived quantities,
+        which robosuite's controllers read one substep stale), the controllers' memory and the episode clock."""
+        model, data = self.env.sim.model._model, self.env.sim.data._data
+        snapshot = copy.copy(data)  # MjData.__copy__ is MuJoCo's mj_copyData
+        return {"mjdata": snapshot, "t": self._t, "timestep": self.env.timestep, "cur_time": self.env.cur_time,
+                "raw_obs": copy.deepcopy(self._raw),
+                "controllers": [_controller_state(c) for c in self._controllers()],
+                "grippers": [g.current_action.copy() for g in self._grippers()]}
+
+    def _controllers(self) -> list:
+        return [c for r in self.env.robots for c in r.composite_controller.part_controllers.values()]
+
+    def _grippers(self) -> list:
+        return [g for r in self.env.robots for g in r.gripper.values()]
 
     def set_state(self, state: dict):
         """Restore a state from :meth:`get_state`; returns the observation there."""
-        self.env.sim.set_state_from_flattened(state["mujoco"])
-        self.env.sim.forward()
+        data = self.env.sim.data._data
+        _copy_mjdata_into(data, state["mjdata"])
         self._t, self.env.timestep, self.env.cur_time = state["t"], state["timestep"], state["cur_time"]
-        for robot in self.env.robots:  # the controllers' goals follow the restored pose
-            robot.composite_controller.reset()
-        self._raw = self.env._get_observations(force_update=True)
+        for gripper, saved in zip(self._grippers(), state["grippers"]):
+            gripper.current_action = saved.copy()  # the Panda gripper integrates its open/close command
+        for controller, saved in zip(self._controllers(), state["controllers"]):
+            for key, value in saved.items():
+                setattr(controller, key, copy.deepcopy(value))
+        self._raw = copy.deepcopy(state["raw_obs"])
         return self._obs()
 
     def close(self):

@@ -253,6 +253,12 @@ def test_out_of_domain_scores_clipped_and_counted_lower_is_better():
     out = corr.process(np.array([[2.0, 12.0, 5.0]]), None, np.zeros(1, bool))
     assert corr.stats()["n_clipped"] == 1.0 and corr.stats()["n_clipped_total"] == 1.0
     assert out.advantages[0, 0] > 0 > out.advantages[0, 1]  # lower loss -> positive advantage
+    # ungraded positions and non-anchor real scores are not counted, whatever they hold
+    corr = RewardCorrector(CorrectionConfig(score_range=(2.0, 4.0), higher_is_better=False))
+    pred = np.array([[2.5, 3.0, np.nan], [3.5, 4.5, 2.0]])
+    real = np.array([[2.4, 3.1, 3.0], [np.nan, np.nan, np.nan]])
+    corr.process(pred, real, np.array([True, False]), graded=~np.isnan(pred))
+    assert corr.stats()["n_clipped"] == 1.0  # only the 4.5
 
 
 def test_state_round_trip_gives_identical_outputs():

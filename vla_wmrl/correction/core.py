@@ -181,8 +181,9 @@ class RewardCorrector:
         _check_finite("real_scores", real, real_graded)
 
         # 1. Raw units -> [0, 1] (1 = best); out-of-domain scores are clipped and counted.
-        u_pred, clipped_p = to_unit(np.where(graded, pred, 0.0), cfg.score_range, cfg.higher_is_better)
-        u_real, clipped_r = to_unit(np.where(real_graded, real, 0.0), cfg.score_range, cfg.higher_is_better)
+        # NaN at ungraded positions keeps them out of the clip count (to_unit counts finite entries only).
+        u_pred, clipped_p = to_unit(np.where(graded, pred, np.nan), cfg.score_range, cfg.higher_is_better)
+        u_real, clipped_r = to_unit(np.where(real_graded, real, np.nan), cfg.score_range, cfg.higher_is_better)
         n_clipped = clipped_p + clipped_r
 
         # 2. Anchor groups: disagreement under the current map (out of sample), then feed the calibrators.
