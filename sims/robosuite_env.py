@@ -98,11 +98,12 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
         controller = load_composite_controller_config(controller="BASIC", robot="Panda")
         self.env = suite.make(
             task, robots="Panda", controller_configs=controller, has_renderer=False,
-            has_offscreen_renderer=True, use_camera_obs=True, use_object_obs=True, camera_names=list(cameras),
+            has_offscreen_renderer=bool(cameras), use_camera_obs=bool(cameras), use_object_obs=True,
+            camera_names=list(cameras) or None,
             camera_heights=image_size, camera_widths=image_size, reward_shaping=reward_type == "dense",
             control_freq=control_freq, horizon=horizon, ignore_done=True, hard_reset=False,
         )
-        if fast_render:
+        if fast_render and cameras:
             self._tune_renderer()
         self._t = 0
         self._raw: dict = {}
