@@ -1,25 +1,50 @@
-"""Contextual-bandit GRPO with a biased, noisy "world model" reward: does WMRL reward correction pay off?
+"""Contextual-bandit GRPO with a learned-world-model-like reward: does WMRL reward correction pay off?
 
-Setting (per seed):
-    * K contexts, A actions, true mean reward R[k, a] ~ U(0, 1). A real evaluation returns
-      clip(R[k, a] + N(0, real_noise), 0, 1) and costs 1.
-    * The world model returns p = clip(h(R[k, a]) + e[k, a] + N(0, call_noise), 0, 1) and costs ``wm_cost`` (~0).
-      h is a monotone non-affine bias (``--bias``); e[k, a] = s[k, a] z[k, a] is a persistent per-pair error (fixed
-      z ~ N(0, 1)) whose scale s = wm_noise / sqrt(1 + n[k, a] / n0) shrinks as the world model sees real executions
-      of that pair (offline data counts n are skewed, so rarely seen actions are the noisy ones; every real execution
-      during training adds to n, as if the world model were fine-tuned on it). The world model reports its own
-      variance s^2 + call_noise^2, so the per-sample variance is informative.
-    * Policy: tabular softmax, GRPO update theta += lr * sum_i w_i A_i grad log pi(a_i | k_i) / n_valid, the same
-      learning rate, batch (groups x G) and seeds for every arm.
+A small, fast, honest model of the situation WMRL exists for (docs/correction.md, "Benchmark"). Every design choice
+is fixed here *before* looking at results; the world model was not tuned to make any arm win.
 
-Arms (all through vla_wmrl.correction.RewardCorrector):
-    real_only  every group executed for real (anchor_fraction 1), no correction
-    raw_wm     imagined groups + 10% real anchor groups mixed, no calibration, anchor weight 1
-    debias     + online calibration map
-    denoise    + anchor-stream weight and inverse-variance sample weights
+Environment (per seed)
+    * K contexts (start states) x A actions (behaviour modes). True success probability P[k, a] ~ Beta(0.6, 1.2):
+      most actions rarely succeed, a few per context work well (mean 0.33; best of 16 ~ 0.9).
+    * A real execution returns Bernoulli(P[k, a]) -- binary success, as a simulator's success check does -- and costs 1.
+    * Metric: the policy's true expected success, mean_k sum_a pi(a | k) P[k, a] (not the sampled outcomes).
+
+World model (a learned video world model with a success head; cost ``wm_cost`` per imagined rollout, ~0)
+    * Familiarity: n[k, a] = real episodes of (k, a) in the world model's training data. Offline data come from a
+      behaviour policy that covers each context unevenly (Dirichlet(0.5) preferences, mildly tilted towards actions that
+      work, as demonstrations are): n ~ Poisson(offline_per_context * q[k, a]). Every real (anchor) episode collected
+      during training adds 1 to its n, standing in for fine-tuning the world model on new real episodes. All arms share
+      this: a raw-WM arm also fine-tunes on its anchors. u(n) = 1 / sqrt(1 + n / n_half) is the "unfamiliarity".
+    * Member m of an M-member ensemble predicts, in logit space,
+          l_m = T * (logit P + beta * u + sigma * u * (rho * z0[k, a] + sqrt(1 - rho^2) * z_m[k, a])) + eps,
+      with fixed z ~ N(0, 1) (a trained network's errors are persistent, not resampled per call) and eps ~ N(0, call_sd)
+      per imagined rollout (a freshly sampled video), shared by the members.
+        - bias (1), over-optimism where data are scarce: +beta * u logits (model exploitation: untried actions look
+          good); shared by the members, so the ensemble cannot see it;
+        - bias (2), a non-affine distortion of the score scale: temperature T > 1 (over-confident, saturating
+          probabilities pushed towards 0 and 1);
+        - noise larger where data are scarce: sigma * u, partly shared by the members (rho), partly member-specific.
+    * Prediction p = mean_m sigmoid(l_m); reported predictive variance = variance of sigmoid(l_m) across members
+      (ddof 1): an ensemble-disagreement estimate that correlates with the actual error (both scale with u) but is
+      itself noisy (M = 5 members) and blind to the shared error and to the optimism.
+
+Training (identical for all arms)
+    * Tabular softmax policy, GRPO: per step ``groups`` groups, each one context drawn uniformly and ``group_size``
+      rollouts from pi(. | k); theta += lr * sum_i w_i A_i grad log pi(a_i | k_i) / n_valid with A and w from
+      vla_wmrl.correction.RewardCorrector (the same code path for every arm).
+    * The learning rate is tuned for real-only (best final reward over ``lr_grid``, same seeds) and used for every
+      arm; the grid and its results are reported. Same group size, groups per step and seeds across arms.
+
+Arms
+    real_only  every group executed for real (anchor_fraction 1), no correction; runs ``steps`` steps = compute C
+    raw_wm     all groups imagined; 10% (>= 1) anchor groups also executed for real and trained on the real outcome
+    debias     + online monotone calibration map (toolkit default)
+    denoise    + anchor-stream weight and per-sample inverse-variance weights (toolkit default weighting)
     both       + both
+World-model arms run until their compute reaches ``wm_compute_fraction`` * C. Compute: real execution 1, imagined
+rollout ``wm_cost`` (anchor groups are imagined too, since their (pred, real) pairs feed the calibrator).
 
-Real-only runs ``--steps`` steps (its compute C); world-model arms run until their compute reaches C / 2.
+Sensitivity sweep (``--sweep``): the same arms with a low- (``beta_low``) and a high-optimism (``beta_high``) world model.
 
 Usage:
     python benchmarks/correction_bandit.py --out benchmarks/results/correction_bandit/
@@ -30,7 +55,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,13 +70,6 @@ ARMS = {
     "both": dict(debias=True, denoise=True),
 }
 
-BIASES = {
-    # the toy grader of the design notes (nearly affine on [0, 1])
-    "toy": lambda r: 0.25 + 0.55 * r + 0.2 * r**2,
-    # an over-confident grader: squashes scores towards 0 / 1, compressing differences among good actions
-    "overconfident": lambda r: 1.0 / (1.0 + np.exp(-8.0 * (r - 0.5))),
-}
-
 
 @dataclass
 class BanditConfig:
@@ -59,81 +77,108 @@ class BanditConfig:
 
     contexts: int = 32  # K
     actions: int = 16  # A
-    groups: int = 32  # rollout groups per step (one context each, drawn uniformly)
+    beta_a: float = 0.6  # P ~ Beta(beta_a, beta_b)
+    beta_b: float = 1.2
+    groups: int = 32  # rollout groups per step
     group_size: int = 8  # G rollouts per group
-    steps: int = 300  # real-only training steps (defines its compute C)
+    steps: int = 300  # real-only training steps (its compute C = steps * groups * group_size)
     wm_compute_fraction: float = 0.5  # world-model arms train until compute C * this
-    lr: float = 10.0  # policy learning rate (same for all arms)
-    real_noise: float = 0.1  # std of a real evaluation around R
-    wm_noise: float = 0.2  # scale of the world model's persistent per-pair error with no data
-    call_noise: float = 0.03  # per-call world-model noise
-    n0: float = 1.0  # real executions of a pair that halve its error variance
-    offline_mean: float = 4.0  # mean offline count per (context, action); skewed across actions
-    wm_cost: float = 0.01  # compute cost of one world-model evaluation (a real one costs 1)
-    anchor_fraction: float = 0.1  # anchor groups per step in world-model arms
-    bias: str = "toy"  # key of BIASES
-    sample_var: int = 1  # 1: pass the world model's per-sample variance to the corrector (denoise arms); 0: anchor weight only
+    lr: float = 0.0  # policy learning rate for every arm; 0: tune on real-only over lr_grid
+    lr_grid: str = "3,10,30,100"
+    # world model
+    offline_per_context: float = 64.0  # offline episodes per context (mean 4 per (context, action))
+    quality_tilt: float = 1.0  # behaviour preference multiplied by (1 + tilt * P): demonstrations favour what works
+    n_half: float = 4.0  # episodes of a pair that halve its error variance / shrink optimism by 1/sqrt(2)
+    temperature: float = 2.0  # T > 1: over-confident, saturating probabilities
+    beta: float = 2.0  # optimism (logits) on a never-seen pair
+    beta_low: float = 0.5  # optimism of the low-optimism world model in --sweep
+    beta_high: float = 4.0  # optimism of the high-optimism world model in --sweep
+    sigma: float = 1.0  # error scale (logits) on a never-seen pair
+    rho: float = 0.5  # fraction of the error shared across ensemble members (correlation)
+    members: int = 5  # ensemble size M
+    call_sd: float = 0.3  # per-rollout sampling noise (logits)
+    wm_cost: float = 0.01  # compute of one imagined rollout (a real execution costs 1)
+    anchor_fraction: float = 0.1  # anchor groups per step in world-model arms (>= 1)
     eval_every: int = 5  # steps between evaluations of the true expected reward
 
 
-def run_arm(arm: str, seed: int, cfg: BanditConfig) -> dict:
-    """Train one arm on one seed; return its curve of (compute, true expected reward)."""
-    env_rng = np.random.default_rng(seed)  # same environment and world-model errors for every arm
-    K, A, G, B = cfg.contexts, cfg.actions, cfg.group_size, cfg.groups
-    R = env_rng.uniform(0, 1, (K, A))
-    z = env_rng.normal(0, 1, (K, A))
-    skew = env_rng.dirichlet(np.full(A, 0.5), size=K) * A  # offline data favours a few actions per context
-    n_seen = env_rng.poisson(cfg.offline_mean * skew).astype(float)
-    h = BIASES[cfg.bias]
-    rng = np.random.default_rng(seed + 10_000)  # training randomness (same stream start for every arm)
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
 
+
+def make_env(seed: int, cfg: BanditConfig) -> dict:
+    """True success probabilities, offline familiarity counts and the world model's fixed errors for one seed."""
+    rng = np.random.default_rng(seed)
+    K, A = cfg.contexts, cfg.actions
+    P = rng.beta(cfg.beta_a, cfg.beta_b, (K, A))
+    pref = rng.dirichlet(np.full(A, 0.5), size=K) * (1.0 + cfg.quality_tilt * P)
+    pref /= pref.sum(1, keepdims=True)
+    n = rng.poisson(cfg.offline_per_context * pref).astype(float)
+    z0 = rng.normal(0, 1, (K, A))
+    zm = rng.normal(0, 1, (cfg.members, K, A))
+    return {"P": P, "n": n, "z0": z0, "zm": zm, "logitP": np.log(np.clip(P, 1e-3, 1 - 1e-3) / np.clip(1 - P, 1e-3, 1))}
+
+
+def world_model(env: dict, ctx: np.ndarray, acts: np.ndarray, rng: np.random.Generator, cfg: BanditConfig):
+    """Imagined success probability and reported (ensemble) variance for rollouts (ctx[:, None], acts)."""
+    u = 1.0 / np.sqrt(1.0 + env["n"][ctx[:, None], acts] / cfg.n_half)  # (B, G)
+    shared = env["logitP"][ctx[:, None], acts] + cfg.beta * u + cfg.sigma * u * cfg.rho * env["z0"][ctx[:, None], acts]
+    own = cfg.sigma * u * np.sqrt(1.0 - cfg.rho**2) * env["zm"][:, ctx[:, None], acts]  # (M, B, G)
+    eps = rng.normal(0, cfg.call_sd, acts.shape)
+    members = 1.0 / (1.0 + np.exp(-(cfg.temperature * (shared + own) + eps)))
+    return members.mean(0), members.var(0, ddof=1)
+
+
+def run_arm(arm: str, seed: int, cfg: BanditConfig, lr: float, corr_overrides: dict | None = None) -> dict:
+    """Train one arm on one seed; return its curve of (compute, true expected reward) and diagnostics."""
+    env = make_env(seed, cfg)
+    env["n"] = env["n"].copy()
+    P = env["P"]
+    K, A, G, B = cfg.contexts, cfg.actions, cfg.group_size, cfg.groups
+    rng = np.random.default_rng(seed + 10_000)
     corr = RewardCorrector(
-        CorrectionConfig(**{"anchor_fraction": cfg.anchor_fraction, "min_anchors": 1, **ARMS[arm]})
+        CorrectionConfig(**{"anchor_fraction": cfg.anchor_fraction, "min_anchors": 1, **ARMS[arm], **(corr_overrides or {})})
     )
     theta = np.zeros((K, A))
     compute, curve = 0.0, []
     budget = cfg.steps * B * G * (1.0 if arm == "real_only" else cfg.wm_compute_fraction)
-
-    def true_reward() -> float:
-        pi = np.exp(theta - theta.max(1, keepdims=True))
-        pi /= pi.sum(1, keepdims=True)
-        return float((pi * R).sum(1).mean())
-
+    err_unfam, err_fam = [], []
     step = 0
     while True:
         if step % cfg.eval_every == 0:
-            curve.append((compute, true_reward()))
-        if compute >= budget:
+            curve.append((compute, float((softmax(theta) * P).sum(1).mean())))
+        if compute >= budget - 1e-9:
             break
         ctx = rng.integers(0, K, B)
-        logits = theta[ctx]
-        pi = np.exp(logits - logits.max(1, keepdims=True))
-        pi /= pi.sum(1, keepdims=True)
-        acts = np.stack([rng.choice(A, G, p=pi[i]) for i in range(B)])  # (B, G)
-        mean_r = R[ctx[:, None], acts]
+        pi = softmax(theta[ctx])  # (B, A)
+        cdf = np.cumsum(pi, 1)
+        acts = np.minimum((rng.random((B, G))[:, :, None] > cdf[:, None, :]).sum(-1), A - 1)  # (B, G)
         anchor = corr.select_anchors(B, rng)
         if arm == "real_only":
             pred, var = np.zeros((B, G)), None
         else:
-            s = cfg.wm_noise / np.sqrt(1.0 + n_seen[ctx[:, None], acts] / cfg.n0)
-            pred = np.clip(
-                h(mean_r) + s * z[ctx[:, None], acts] + rng.normal(0, cfg.call_noise, (B, G)), 0.0, 1.0
-            )
-            var = s**2 + cfg.call_noise**2
-            compute += cfg.wm_cost * B * G  # every group is imagined (anchors too: their pairs feed the calibrator)
+            pred, var = world_model(env, ctx, acts, rng, cfg)
+            compute += cfg.wm_cost * B * G
         real = np.full((B, G), np.nan)
-        real[anchor] = np.clip(mean_r[anchor] + rng.normal(0, cfg.real_noise, mean_r[anchor].shape), 0.0, 1.0)
+        pa = P[ctx[anchor][:, None], acts[anchor]]
+        real[anchor] = (rng.random(pa.shape) < pa).astype(float)
         compute += anchor.sum() * G
-        np.add.at(n_seen, (np.repeat(ctx[anchor], G), acts[anchor].ravel()), 1.0)  # world model fine-tuned on them
+        np.add.at(env["n"], (np.repeat(ctx[anchor], G), acts[anchor].ravel()), 1.0)  # fine-tune on anchor episodes
 
-        out = corr.process(pred, real, anchor, pred_var=var if cfg.sample_var else None)
-        # GRPO step: grad of sum_i w_i A_i log pi(a_i | k_i), averaged over contributing samples.
+        out = corr.process(pred, real, anchor, pred_var=var)
         coef = out.weights * out.advantages / max(out.valid.sum(), 1)  # (B, G)
-        grad_logits = -pi * coef.sum(1, keepdims=True)  # d log pi(a) / d logits = onehot(a) - pi
-        np.add.at(grad_logits, (np.repeat(np.arange(B), G), acts.ravel()), coef.ravel())
-        np.add.at(theta, ctx, cfg.lr * grad_logits)
+        grad = -pi * coef.sum(1, keepdims=True)  # d log pi(a) / d logits = onehot(a) - pi
+        np.add.at(grad, (np.repeat(np.arange(B), G), acts.ravel()), coef.ravel())
+        np.add.at(theta, ctx, lr * grad)
         step += 1
-    return {"curve": curve, "stats": corr.stats(), "optimum": float(R.max(1).mean()), "steps": step}
+    st = corr.stats()
+    return {
+        "curve": curve,
+        "steps": step,
+        "optimum": float(P.max(1).mean()),
+        "stats": {k: st[k] for k in ("fitted", "bias_removed", "anchor_weight", "disagreement", "n_pairs")},
+    }
 
 
 def first_reach(curve: np.ndarray, threshold: float) -> float | None:
@@ -143,103 +188,161 @@ def first_reach(curve: np.ndarray, threshold: float) -> float | None:
 
 
 def mean_curve(curves: list) -> np.ndarray:
-    """Seed-mean of curves (equal compute grids across seeds, truncated to the shortest)."""
+    """Seed-mean of curves (identical compute grids across seeds, truncated to the shortest)."""
     n = min(len(c) for c in curves)
     return np.mean([np.asarray(c[:n]) for c in curves], axis=0)
+
+
+def wm_diagnostics(cfg: BanditConfig, seeds: int) -> dict:
+    """How wrong the world model is at the start (offline data only), on uniformly drawn (context, action) pairs."""
+    rows = []
+    for seed in range(seeds):
+        env = make_env(seed, cfg)
+        K, A = cfg.contexts, cfg.actions
+        ctx = np.repeat(np.arange(K), A)[:, None].repeat(1, 1)[:, 0]
+        acts = np.tile(np.arange(A), K)[:, None]
+        p, v = world_model(env, ctx, acts, np.random.default_rng(seed), cfg)
+        err = (p - env["P"][ctx[:, None], acts]).ravel()
+        unfam = (env["n"][ctx, acts[:, 0]] == 0)
+        wm_argmax = env["P"][np.arange(K), p.reshape(K, A).argmax(1)].mean()
+        rows.append([err.mean(), np.abs(err).mean(), np.corrcoef(np.sqrt(v.ravel()), np.abs(err))[0, 1],
+                     err[unfam].mean(), err[~unfam].mean(), unfam.mean(), wm_argmax, env["P"].max(1).mean()])
+    r = np.mean(rows, 0)
+    keys = ["mean_error", "mean_abs_error", "corr_reported_sd_abs_error", "mean_error_unseen_pairs",
+            "mean_error_seen_pairs", "fraction_unseen_pairs", "true_reward_of_wm_argmax", "optimum"]
+    return {k: float(x) for k, x in zip(keys, r)}
+
+
+def run_setting(cfg: BanditConfig, seeds: int, lr: float, arms: list[str], label: str) -> dict:
+    """All arms on all seeds for one world-model setting; prints the table and returns the summary."""
+    results = {arm: [run_arm(arm, s, cfg, lr) for s in range(seeds)] for arm in arms}
+    curves = {arm: mean_curve([r["curve"] for r in runs]) for arm, runs in results.items()}
+    C = curves["real_only"][-1, 0]
+    real_final = curves["real_only"][-1, 1]
+    optimum = float(np.mean([r["optimum"] for r in results["real_only"]]))
+    diag = wm_diagnostics(cfg, seeds)
+    print(f"\n[{label}] beta={cfg.beta} T={cfg.temperature} sigma={cfg.sigma} seeds={seeds} lr={lr:g} "
+          f"optimum={optimum:.4f} real-only compute C={C:.0f}")
+    print("  world model at start: " + ", ".join(f"{k}={v:.3f}" for k, v in diag.items()))
+    print(f"  {'arm':<10} {'final true reward':>18} {'compute':>8} {'reward@C/3':>11} {'reward@C/10':>12} "
+          f"{'compute to reach real-only final':>33} {'seeds reaching <=C/3':>21}")
+    summary = {}
+    for arm, runs in results.items():
+        finals = np.array([r["curve"][-1][1] for r in runs])
+        c = curves[arm]
+        at = lambda frac: float(c[np.searchsorted(c[:, 0], C * frac + 1e-9, side="right") - 1, 1])
+        reach = first_reach(c, real_final)
+        per_seed = [first_reach(np.asarray(r["curve"]), real_final) for r in runs]
+        n_third = sum(x is not None and x <= C / 3 for x in per_seed)
+        summary[arm] = {
+            "final_mean": float(finals.mean()),
+            "final_std": float(finals.std()),
+            "finals": finals.tolist(),
+            "compute": float(c[-1, 0]),
+            "reward_at_C/3": at(1 / 3),
+            "reward_at_C/3_per_seed": [float(np.asarray(r["curve"])[np.searchsorted(np.asarray(r["curve"])[:, 0], C / 3 + 1e-9, side="right") - 1, 1]) for r in runs],
+            "reward_at_C/10": at(0.1),
+            "compute_to_reach_real_final": reach,
+            "compute_to_reach_real_final_per_seed": per_seed,
+            "last_stats": [r["stats"] for r in runs],
+        }
+        reach_s = f"{reach:.0f} ({reach / C:.2f} C)" if reach is not None else "never"
+        print(f"  {arm:<10} {finals.mean():>9.4f} ± {finals.std():.4f} {c[-1, 0]:>8.0f} {at(1 / 3):>11.4f} "
+              f"{at(0.1):>12.4f} {reach_s:>33} {n_third:>17}/{seeds}")
+    targets = {}
+    if set(ARMS) <= set(summary):
+        b = summary["both"]
+        targets = {
+            "both_beats_raw_and_each_single (reward@C/3)": bool(
+                all(b["reward_at_C/3"] > summary[a]["reward_at_C/3"] for a in ("raw_wm", "debias", "denoise"))
+            ),
+            "both_beats_raw_and_each_single (final, C/2)": bool(
+                all(b["final_mean"] > summary[a]["final_mean"] for a in ("raw_wm", "debias", "denoise"))
+            ),
+            "both_reaches_real_final_within_C/3 (seed mean)": bool(
+                b["compute_to_reach_real_final"] is not None and b["compute_to_reach_real_final"] <= C / 3
+            ),
+        }
+        print("  targets:", targets)
+    for arm in arms:
+        if arm != "real_only":
+            s = summary[arm]["last_stats"]
+            print(f"  {arm:<10} end-of-run corrector stats (seed mean): "
+                  + ", ".join(f"{k}={np.mean([x[k] for x in s]):.3f}" for k in s[0]))
+    return {
+        "config": asdict(cfg), "lr": lr, "optimum": optimum, "real_only_final": float(real_final),
+        "real_only_compute": float(C), "world_model_at_start": diag, "summary": summary, "targets": targets,
+        "mean_curves": {arm: c.tolist() for arm, c in curves.items()},
+        "curves_per_seed": {arm: [r["curve"] for r in runs] for arm, runs in results.items()},
+    }
+
+
+def plot(settings: dict, path: Path, seeds: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(settings), figsize=(6.5 * len(settings), 4.6), squeeze=False)
+    colors = {"real_only": "k", "raw_wm": "tab:red", "debias": "tab:orange", "denoise": "tab:blue", "both": "tab:green"}
+    for ax, (label, res) in zip(axes[0], settings.items()):
+        C = res["real_only_compute"]
+        for arm, curves in res["curves_per_seed"].items():
+            n = min(len(c) for c in curves)
+            arr = np.array([np.asarray(c[:n]) for c in curves])
+            x, y = arr[0, :, 0] / C, arr[:, :, 1]
+            ax.plot(x, y.mean(0), color=colors[arm], label=arm, lw=1.4)
+            ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), color=colors[arm], alpha=0.12)
+        ax.axhline(res["real_only_final"], color="grey", ls="--", lw=0.8, label="real-only final")
+        ax.axhline(res["optimum"], color="grey", ls="-.", lw=0.6, label="optimum")
+        ax.axvline(1 / 3, color="grey", ls=":", lw=0.8, label="C / 3")
+        ax.set_xscale("log")
+        ax.set_xlim(3e-3, 1.05)
+        lo = min(np.min(np.asarray(c)[:, 1]) for c in res["mean_curves"].values())
+        ax.set_ylim(max(lo, res["optimum"] - 0.45), res["optimum"] + 0.02)
+        ax.set_xlabel("compute / C  (C = real-only compute; real execution 1, imagined %g)" % res["config"]["wm_cost"])
+        ax.set_ylabel("true expected success")
+        ax.set_title(f"{label}: optimism beta={res['config']['beta']}, T={res['config']['temperature']}, "
+                     f"{seeds} seeds, lr={res['lr']:g}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="benchmarks/results/correction_bandit/")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated subset of arms (real_only is always run)")
+    parser.add_argument("--sweep", type=int, default=1, help="1: also run the low- and high-optimism world models")
     for field, default in asdict(BanditConfig()).items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default)
     args = parser.parse_args()
     cfg = BanditConfig(**{k: getattr(args, k) for k in asdict(BanditConfig())})
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-
     t0 = time.time()
-    arms = ["real_only"] + [a for a in args.arms.split(",") if a in ARMS and a != "real_only"]
-    results = {arm: [run_arm(arm, seed, cfg) for seed in range(args.seeds)] for arm in arms}
-    curves = {arm: mean_curve([r["curve"] for r in runs]) for arm, runs in results.items()}
-    real_final = curves["real_only"][-1, 1]
-    real_compute = curves["real_only"][-1, 0]
-    optimum = float(np.mean([r["optimum"] for r in results["real_only"]]))
 
-    summary = {}
-    header = f"{'arm':<10} {'final true reward':>20} {'compute':>9} {'reward @ C/3':>13} {'compute to reach real-only final':>33}"
-    print(f"bias={cfg.bias}  seeds={args.seeds}  optimum={optimum:.4f}  real-only compute C={real_compute:.0f}")
-    print(header)
-    for arm, runs in results.items():
-        finals = np.array([r["curve"][-1][1] for r in runs])
-        c = curves[arm]
-        at_third = c[np.searchsorted(c[:, 0], real_compute / 3, side="right") - 1, 1]
-        reach = first_reach(c, real_final)
-        per_seed = [first_reach(np.asarray(r["curve"]), real_final) for r in runs]
-        summary[arm] = {
-            "final_mean": float(finals.mean()),
-            "final_std": float(finals.std()),
-            "compute": float(c[-1, 0]),
-            "reward_at_third_of_real_compute": float(at_third),
-            "compute_to_reach_real_final": reach,
-            "compute_to_reach_real_final_per_seed": per_seed,
-            "last_stats": [r["stats"] for r in runs],
-        }
-        reach_s = f"{reach:.0f} ({reach / real_compute:.2f} C)" if reach is not None else "never"
-        print(f"{arm:<10} {finals.mean():>12.4f} ± {finals.std():.4f} {c[-1, 0]:>9.0f} {at_third:>13.4f} {reach_s:>33}")
-    targets = {}
-    if set(ARMS) <= set(summary):
-        both = summary["both"]
-        targets = {
-            "both_beats_raw_and_singles_at_equal_compute": bool(
-                all(both["final_mean"] > summary[a]["final_mean"] for a in ("raw_wm", "debias", "denoise"))
-            ),
-            "both_reaches_real_final_within_third": bool(
-                both["compute_to_reach_real_final"] is not None
-                and both["compute_to_reach_real_final"] <= real_compute / 3
-            ),
-        }
-    print("targets:", targets, f"({time.time() - t0:.0f}s)")
+    # Learning rate: tuned for real-only (best final true reward, seed mean), then shared by every arm.
+    lr_grid = {}
+    if cfg.lr > 0:
+        lr = cfg.lr
+    else:
+        for lr_c in [float(x) for x in cfg.lr_grid.split(",")]:
+            lr_grid[lr_c] = float(np.mean([run_arm("real_only", s, cfg, lr_c)["curve"][-1][1] for s in range(args.seeds)]))
+        lr = max(lr_grid, key=lr_grid.get)
+        print("real-only lr grid (final true reward, seed mean): "
+              + ", ".join(f"lr={k:g}: {v:.4f}" for k, v in lr_grid.items()) + f"  -> lr={lr:g}")
+
+    settings = {"main": run_setting(cfg, args.seeds, lr, list(ARMS), "main")}
+    if args.sweep:
+        for label, beta in (("low_optimism", cfg.beta_low), ("high_optimism", cfg.beta_high)):
+            settings[label] = run_setting(replace(cfg, beta=beta), args.seeds, lr, list(ARMS), label)
+    print(f"\n({time.time() - t0:.0f}s)")
 
     (out_dir / "results.json").write_text(
-        json.dumps(
-            {
-                "config": asdict(cfg),
-                "seeds": args.seeds,
-                "optimum": optimum,
-                "real_only_final": float(real_final),
-                "real_only_compute": float(real_compute),
-                "summary": summary,
-                "targets": targets,
-                "mean_curves": {arm: c.tolist() for arm, c in curves.items()},
-            },
-            indent=1,
-        )
+        json.dumps({"seeds": args.seeds, "lr_grid_real_only_final": lr_grid, "lr": lr, "settings": settings}, indent=1)
     )
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for arm, runs in results.items():
-        n = min(len(r["curve"]) for r in runs)
-        ys = np.array([np.asarray(r["curve"][:n])[:, 1] for r in runs])
-        x = curves[arm][:, 0]
-        ax.plot(x, ys.mean(0), label=arm)
-        ax.fill_between(x, ys.mean(0) - ys.std(0), ys.mean(0) + ys.std(0), alpha=0.15)
-    ax.axhline(real_final, color="grey", ls="--", lw=0.8, label="real-only final")
-    ax.axvline(real_compute / 3, color="grey", ls=":", lw=0.8, label="C / 3")
-    ax.set_xscale("symlog", linthresh=1000)
-    ax.set_xlim(left=0)
-    ax.set_xlabel("compute (real evaluations = 1, world-model evaluations = %g)" % cfg.wm_cost)
-    ax.set_ylabel("true expected reward")
-    ax.set_title(f"GRPO contextual bandit, bias={cfg.bias}, {args.seeds} seeds (mean ± std)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out_dir / "reward_vs_compute.png", dpi=120)
+    plot(settings, out_dir / "reward_vs_compute.png", args.seeds)
     print("wrote", out_dir / "results.json", out_dir / "reward_vs_compute.png")
 
 

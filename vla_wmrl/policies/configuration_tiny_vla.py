@@ -1,0 +1,108 @@
+"""Configuration of TinyVLA, the default CPU-sized vision-language-action policy (see ``modeling_tiny_vla``).
+
+Registered with LeRobot's policy registry as ``tiny_vla``, so ``PreTrainedConfig.from_pretrained(dir)`` and
+``lerobot.policies.factory.get_policy_class("tiny_vla")`` find it once ``vla_wmrl.policies`` is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lerobot.configs import NormalizationMode, PreTrainedConfig
+from lerobot.optim import AdamWConfig
+
+
+@PreTrainedConfig.register_subclass("tiny_vla")
+@dataclass
+class TinyVLAConfig(PreTrainedConfig):
+    """TinyVLA hyper-parameters. Shapes (``input_features``/``output_features``) come from the dataset at build time.
+
+    Args:
+        conv_channels: output channels of the image CNN's conv layers (each but the last halves the resolution).
+        image_embed_dim: per-camera image embedding size.
+        text_byte_dim: embedding size of one instruction byte.
+        text_hidden_dim: GRU hidden size = instruction embedding size.
+        max_instruction_bytes: instructions are cut to this many UTF-8 bytes.
+        hidden_dim: width of the action head MLP.
+        num_hidden_layers: depth of the action head MLP.
+        init_log_std: initial log standard deviation of the pre-tanh Gaussian.
+        log_std_min: lower clamp of the log standard deviation.
+        log_std_max: upper clamp of the log standard deviation.
+        crop_pad: random-shift augmentation in training, in pixels (0 disables).
+        std_loss_weight: weight of the negative log-likelihood term that fits the standard deviation in ``forward``.
+        entropy_samples: Monte-Carlo samples for the tanh-Jacobian part of ``entropy``.
+        optimizer_lr: AdamW learning rate (LeRobot optimizer preset).
+        optimizer_weight_decay: AdamW weight decay.
+        optimizer_grad_clip_norm: gradient-norm clip.
+    """
+
+    conv_channels: list[int] = field(default_factory=lambda: [32, 64, 128, 128])
+    image_embed_dim: int = 256
+    text_byte_dim: int = 32
+    text_hidden_dim: int = 128
+    max_instruction_bytes: int = 128
+    hidden_dim: int = 256
+    num_hidden_layers: int = 2
+    init_log_std: float = -1.0
+    log_std_min: float = -5.0
+    log_std_max: float = 1.0
+    crop_pad: int = 4
+    std_loss_weight: float = 0.05
+    entropy_samples: int = 16
+
+    optimizer_lr: float = 3e-4
+    optimizer_weight_decay: float = 1e-4
+    optimizer_grad_clip_norm: float = 10.0
+
+    # The policy normalises the state itself (statistics live in its weights, so an RL trainer needs no processor);
+    # LeRobot's processors therefore pass everything through unchanged.
+    normalization_mapping: dict[str, NormalizationMode] = field(
+        default_factory=lambda: {"VISUAL": NormalizationMode.IDENTITY, "STATE": NormalizationMode.IDENTITY,
+                                 "ACTION": NormalizationMode.IDENTITY})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.log_std_min >= self.log_std_max:
+            raise ValueError(f"log_std_min ({self.log_std_min}) must be below log_std_max ({self.log_std_max})")
+        if not self.conv_channels:
+            raise ValueError("conv_channels needs at least one layer")
+
+    def get_optimizer_preset(self) -> AdamWConfig:
+        return AdamWConfig(lr=self.optimizer_lr, weight_decay=self.optimizer_weight_decay,
+                           grad_clip_norm=self.optimizer_grad_clip_norm)
+
+    def get_scheduler_preset(self):
+        return None
+
+    def validate_features(self) -> None:
+        if not self.image_features:
+            raise ValueError("TinyVLA needs at least one image input (observation.images.<camera>)")
+        if self.action_feature is None:
+            raise ValueError("TinyVLA needs an 'action' output feature")
+        shapes = {tuple(ft.shape) for ft in self.image_features.values()}
+        if len(shapes) != 1:
+            raise ValueError(f"all cameras must share one image shape (C, H, W); got {sorted(shapes)}")
+
+    @property
+    def state_dim(self) -> int:
+        """Size of ``observation.state`` (0 when the policy takes no state)."""
+        ft = self.robot_state_feature
+        return int(ft.shape[0]) if ft is not None else 0
+
+    @property
+    def action_dim(self) -> int:
+        """Size of the action vector."""
+        return int(self.action_feature.shape[0])
+
+    @property
+    def observation_delta_indices(self) -> None:
+        return None
+
+    @property
+    def action_delta_indices(self) -> None:
+        return None
+
+    @property
+    def reward_delta_indices(self) -> None:
+        return None
+
