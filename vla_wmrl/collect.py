@@ -26,13 +26,13 @@ log = logging.getLogger(__name__)
 
 
 def collect(sim: SimConfig, expert: ExpertConfig, episodes: int, root: str, repo_id: str, seed: int = 0,
-            num_envs: int = 2, video: bool = True, overwrite: bool = False) -> dict:
+            num_envs: int = 2, video: bool = True, overwrite: bool = False, video_crf: int | None = None) -> dict:
     """Record ``episodes`` seeded expert episodes into a LeRobotDataset at ``root``; return summary figures."""
     num_envs = max(1, min(num_envs, episodes))
     envs = sims.make_vector_env(sim.name, num_envs, asynchronous=num_envs > 1, **sim.env_kwargs())
     try:
         features = dataset_features(envs.single_observation_space, envs.single_action_space, video=video)
-        dataset = create_dataset(root, repo_id, sim.fps, features, overwrite=overwrite)
+        dataset = create_dataset(root, repo_id, sim.fps, features, overwrite=overwrite, video_crf=video_crf)
         policy = ExpertPolicy(sim.name, num_envs, expert.noise, expert.noisy_fraction, seed=seed)
         successes, lengths, unstable, t0 = [], [], 0, time.perf_counter()
         with tqdm(total=episodes, desc=f"collect {sim.name}", unit="ep") as bar:
@@ -58,7 +58,7 @@ def main(cfg: DictConfig) -> dict:
     sim = to_dataclass(SimConfig, cfg.sim)
     expert = to_dataclass(ExpertConfig, cfg.policy)
     summary = collect(sim, expert, cfg.episodes, cfg.root, cfg.repo_id, cfg.seed, cfg.num_envs, cfg.video,
-                      cfg.overwrite)
+                      cfg.overwrite, cfg.video_crf)
     path = write_summary(HydraConfig.get().runtime.output_dir, summary)
     log.info("success rate %.3f over %d episodes -> %s (summary %s)", summary["success_rate"], cfg.episodes,
              cfg.root, path)

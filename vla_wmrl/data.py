@@ -35,8 +35,12 @@ def dataset_features(observation_space: gym.spaces.Dict, action_space: gym.space
     return features
 
 
-def create_dataset(root: str | Path, repo_id: str, fps: int, features: dict, overwrite: bool = False):
+def create_dataset(root: str | Path, repo_id: str, fps: int, features: dict, overwrite: bool = False,
+                   video_crf: int | None = None):
     """Create an empty LeRobotDataset at ``root`` for recording.
+
+    ``video_crf`` sets the video codec's constant rate factor (lower = closer to lossless, larger files); None keeps
+    LeRobot's default.
 
     Raises:
         FileExistsError: ``root`` exists and ``overwrite`` is False (nothing recorded is ever silently replaced).
@@ -49,7 +53,13 @@ def create_dataset(root: str | Path, repo_id: str, fps: int, features: dict, ove
             raise FileExistsError(f"dataset directory {root} already exists; pass overwrite=true or another root")
         shutil.rmtree(root)
     use_videos = any(f["dtype"] == "video" for f in features.values())
-    return LeRobotDataset.create(repo_id=repo_id, fps=fps, root=root, features=features, use_videos=use_videos)
+    kwargs = {}
+    if video_crf is not None:
+        from lerobot.configs.video import RGBEncoderConfig
+
+        kwargs["rgb_encoder"] = RGBEncoderConfig(crf=video_crf)
+    return LeRobotDataset.create(repo_id=repo_id, fps=fps, root=root, features=features, use_videos=use_videos,
+                                 **kwargs)
 
 
 def write_episode(dataset, episode: Episode) -> None:

@@ -51,7 +51,7 @@ class WorldModelConfig:
     action_dim: int = 0            # action size (run time)
 
     @property
-    def channels(self) -> int:
+    def image_channels(self) -> int:
         """Image channels the model sees: 3 per camera."""
         return 3 * len(self.image_keys)
 

@@ -64,13 +64,13 @@ class ConvWorldModel(WorldModel):
                              f"{s * 2 ** (len(ch) - 1)}")
         self.cond = nn.Sequential(nn.Linear(cfg.action_dim + cfg.context * cfg.state_dim, cfg.cond_dim), nn.SiLU(),
                                   nn.Linear(cfg.cond_dim, cfg.cond_dim))
-        self.stem = nn.Conv2d(cfg.context * cfg.channels * s * s, c[0], 3, padding=1)
+        self.stem = nn.Conv2d(cfg.context * cfg.image_channels * s * s, c[0], 3, padding=1)
         self.enc = nn.ModuleList(_FiLMBlock(w, cfg.cond_dim) for w in ch)
         self.down = nn.ModuleList(nn.Conv2d(a, b, 3, stride=2, padding=1) for a, b in zip(ch, ch[1:]))
         self.mid = _FiLMBlock(ch[-1], cfg.cond_dim)
         self.up = nn.ModuleList(nn.ConvTranspose2d(b, a, 2, stride=2) for a, b in zip(ch, ch[1:]))
         self.dec = nn.ModuleList(_FiLMBlock(w, cfg.cond_dim) for w in ch[:-1])
-        self.out = nn.Conv2d(ch[0], cfg.channels * s * s, 3, padding=1)
+        self.out = nn.Conv2d(ch[0], cfg.image_channels * s * s, 3, padding=1)
         nn.init.zeros_(self.out.weight)  # start as copy-last-frame, the baseline to beat
         nn.init.zeros_(self.out.bias)
         feat = ch[-1] + cfg.cond_dim

@@ -104,10 +104,32 @@ class MonotoneCalibrator:
         self.bias_removed = 1.0 - centred_squared_error(self(self.pred), self.real) / raw if raw > 0 else 0.0
         return True
 
-    def __call__(self, pred: np.ndarray) -> np.ndarray:
-        """Map predicted scores in [0, 1] to calibrated scores (identity until fitted)."""
+    def __call__(self, pred: np.ndarray, extrapolate: bool = False, min_slope: float = 0.0) -> np.ndarray:
+        """Map predicted scores in [0, 1] to calibrated scores (identity until fitted).
+
+        Args:
+            pred: Predicted scores in [0, 1].
+            extrapolate: Beyond the end knots, continue the first/last segment's slope (clipped to [0, 1]) instead of
+                clamping. The end knots sit at the end bins' *mean* predictions, so part of the data lies beyond them;
+                clamping maps all of it to one value and erases the world model's ranking there.
+            min_slope: Blend ``(1 - min_slope) * f(p) + min_slope * p``: the map's slope is then at least
+                ``min_slope`` everywhere, so it never turns distinct predictions into ties (flat PAV-pooled segments,
+                clipped ends). Under GRPO only within-group order and spacing matter; a tie discards the order.
+        """
         pred = np.asarray(pred, float)
-        return np.interp(pred, self.knots_x, self.knots_y) if self.fitted else pred.copy()
+        if not self.fitted:
+            return pred.copy()
+        y = np.interp(pred, self.knots_x, self.knots_y)
+        if extrapolate and self.knots_x.size >= 2:
+            kx, ky = self.knots_x, self.knots_y
+            lo_slope = (ky[1] - ky[0]) / max(kx[1] - kx[0], 1e-12)
+            hi_slope = (ky[-1] - ky[-2]) / max(kx[-1] - kx[-2], 1e-12)
+            y = np.where(pred < kx[0], ky[0] + lo_slope * (pred - kx[0]), y)
+            y = np.where(pred > kx[-1], ky[-1] + hi_slope * (pred - kx[-1]), y)
+            y = np.clip(y, 0.0, 1.0)
+        if min_slope > 0.0:
+            y = (1.0 - min_slope) * y + min_slope * pred
+        return y
 
     def state_dict(self) -> dict:
         """JSON-serialisable state (Python floats round-trip exactly through json)."""

@@ -32,6 +32,8 @@ class CorrectionConfig:
     ema_half_life: float = 64.0  # half-life of the disagreement average D, in anchor groups
     freeze_after: int = 32  # disagreement observations before c = (w_target - 1) / D is frozen
     min_real_var: float = 1e-6  # anchor groups with Var(real) at or below this are skipped by the disagreement
+    calibration_extrapolate: bool = True  # continue the end segments' slopes beyond the end knots (False: clamp)
+    calibration_min_slope: float = 0.05  # blend f(p) with p so the map is strictly increasing (0: pure isotonic map)
     var_eps: float = 1e-3  # eps in 1 / (var + eps), in calibrator units ([0, 1] scores)
     adv_eps: float = 1e-4  # eps in (x - mean) / (std + eps)
     normaliser: str = "constant"  # 'length' (1/|tau|, needs lengths) or 'constant' (1/normaliser_constant)
@@ -126,7 +128,10 @@ class RewardCorrector:
     def calibrate(self, unit_scores: np.ndarray, task_id: int | None = None) -> np.ndarray:
         """Apply the debiasing map to [0, 1] scores (identity if ``debias`` is off or nothing is fitted yet)."""
         unit_scores = np.asarray(unit_scores, float)
-        return self.calibrator_for(task_id)(unit_scores) if self.config.debias else unit_scores.copy()
+        cfg = self.config
+        if not cfg.debias:
+            return unit_scores.copy()
+        return self.calibrator_for(task_id)(unit_scores, cfg.calibration_extrapolate, cfg.calibration_min_slope)
 
     # ---------------------------------------------------------------------------------------------------- process
     def process(

@@ -1,0 +1,167 @@
+"""The policy contract every vla-wmrl policy fulfils, and the adapter that lets ``run_episodes`` drive one.
+
+A policy is a LeRobot ``PreTrainedPolicy`` that also implements :class:`StochasticPolicy`: what behaviour cloning and
+an RL trainer (GRPO/PPO) need. Batches use LeRobot's keys and layout::
+
+    observation.images.<cam>  (B, 3, H, W) float32 in [0, 1]
+    observation.state         (B, D) float32
+    task                      list of B instruction strings
+    action                    (B, A) float32 (training batches only)
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+import torch
+from lerobot.configs.types import FeatureType, PolicyFeature
+from lerobot.utils.constants import ACTION, OBS_IMAGES, OBS_STATE
+
+TASK = "task"
+
+
+class StochasticPolicy(abc.ABC):
+    """What training needs from a policy, on top of LeRobot's ``PreTrainedPolicy``.
+
+    Subclasses inherit from both, e.g. ``class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy)``.
+    """
+
+    @abc.abstractmethod
+    def select_action(self, batch: dict, deterministic: bool = False) -> torch.Tensor:
+        """Actions (B, A) for a batch of observations: sampled, or the distribution's central action."""
+
+    @abc.abstractmethod
+    def log_prob(self, batch: dict, actions: torch.Tensor) -> torch.Tensor:
+        """Log-probability density (B,) of ``actions`` (B, A) under the policy; differentiable."""
+
+    @abc.abstractmethod
+    def entropy(self, batch: dict) -> torch.Tensor:
+        """Entropy (B,) of the action distribution (may be a Monte-Carlo estimate); differentiable."""
+
+    @abc.abstractmethod
+    def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
+        """Supervised (behaviour-cloning) loss on a batch that holds ``action``, and logging-friendly metrics."""
+
+
+# --------------------------------------------------------------------------------------------------------------- #
+def features_from_dataset(meta_features: dict) -> tuple[dict[str, PolicyFeature], dict[str, PolicyFeature]]:
+    """Policy input and output features from a LeRobotDataset's ``meta.features`` (images become (C, H, W))."""
+    inputs, outputs = {}, {}
+    for key, ft in meta_features.items():
+        if key.startswith(f"{OBS_IMAGES}."):
+            h, w, c = ft["shape"]
+            inputs[key] = PolicyFeature(FeatureType.VISUAL, (c, h, w))
+        elif key == OBS_STATE:
+            inputs[key] = PolicyFeature(FeatureType.STATE, tuple(ft["shape"]))
+        elif key == ACTION:
+            outputs[key] = PolicyFeature(FeatureType.ACTION, tuple(ft["shape"]))
+    return inputs, outputs
+
+
+def validate_batch(input_features: dict[str, PolicyFeature], batch: dict) -> int:
+    """Check a batch against the policy's input features and return the batch size.
+
+    Raises:
+        KeyError: an expected observation key is missing (the message lists the expected and received keys).
+        ValueError: a shape does not match, or ``task`` is not one string per sample.
+    """
+    missing = [k for k in input_features if k not in batch]
+    if missing or TASK not in batch:
+        expected = sorted([*input_features, TASK])
+        raise KeyError(f"observation keys do not match the policy's config: expected {expected}, "
+                       f"received {sorted(batch)} (missing {sorted([*missing] + ([TASK] if TASK not in batch else []))})")
+    sizes = set()
+    for key, ft in input_features.items():
+        value = batch[key]
+        if not isinstance(value, torch.Tensor) or value.ndim != len(ft.shape) + 1 \
+                or tuple(value.shape[1:]) != tuple(ft.shape):
+            got = tuple(value.shape) if hasattr(value, "shape") else type(value).__name__
+            layout = " float in [0, 1], channels first" if ft.type is FeatureType.VISUAL else ""
+            raise ValueError(f"observation {key!r} does not match the policy's config: expected shape "
+                             f"(B, {', '.join(map(str, ft.shape))}){layout}, received {got}")
+        sizes.add(value.shape[0])
+    tasks = batch[TASK]
+    if isinstance(tasks, str) or not all(isinstance(t, str) for t in tasks):
+        raise ValueError(f"'task' must be a list of instruction strings, one per sample; received {type(tasks).__name__}")
+    sizes.add(len(tasks))
+    if len(sizes) != 1:
+        raise ValueError(f"batch entries disagree on the batch size: {sorted(sizes)}")
+    return sizes.pop()
+
+
+def check_env_compat(config, observation_space, action_space, source: str = "policy") -> None:
+    """Fail clearly when a policy's features do not fit an environment's spaces.
+
+    Args:
+        config: the policy's ``PreTrainedConfig`` (input/output features).
+        observation_space: the env's single (not batched) ``gym.spaces.Dict`` observation space.
+        action_space: the env's single ``gym.spaces.Box`` action space.
+        source: where the policy came from (a checkpoint path), for the message.
+
+    Raises:
+        ValueError: action dimension, observation keys or shapes differ; the message names both sides.
+    """
+    want_a, got_a = tuple(config.action_feature.shape), tuple(action_space.shape)
+    if want_a != got_a:
+        raise ValueError(f"{source} outputs actions of shape {want_a} but the environment expects {got_a}: "
+                         f"the checkpoint was trained for another robot or task")
+    if not (np.allclose(action_space.low, -1.0) and np.allclose(action_space.high, 1.0)):
+        raise ValueError(f"{source} squashes actions into [-1, 1] but the environment's action box is "
+                         f"[{action_space.low}, {action_space.high}]")
+    env_features = {}
+    for key, space in observation_space.spaces.items():
+        if key.startswith(f"{OBS_IMAGES}."):
+            h, w, c = space.shape
+            env_features[key] = (c, h, w)
+        elif key == OBS_STATE:
+            env_features[key] = tuple(space.shape)
+    expected = {k: tuple(ft.shape) for k, ft in config.input_features.items()}
+    missing = {k: v for k, v in expected.items() if env_features.get(k) != v}
+    if missing:
+        raise ValueError(f"{source} expects observations {expected} (images as C, H, W) but the environment "
+                         f"provides {env_features}")
+
+
+def obs_to_batch(obs: dict, input_features: dict[str, PolicyFeature], device: torch.device | str = "cpu") -> dict:
+    """Turn a raw batched env observation (uint8 (N, H, W, 3) images, (N, D) state, N task strings) into a policy
+    batch (float (N, 3, H, W) images in [0, 1]); keys the policy does not use are dropped."""
+    batch = {}
+    for key in input_features:
+        if key not in obs:
+            raise KeyError(f"observation keys do not match the policy's config: expected {sorted(input_features)}, "
+                           f"received {sorted(k for k in obs if not k.startswith('_'))}")
+        value = torch.as_tensor(np.asarray(obs[key]), device=device)
+        if key.startswith(f"{OBS_IMAGES}."):
+            if value.ndim != 4 or value.shape[-1] != 3:
+                raise ValueError(f"observation {key!r}: expected raw images (N, H, W, 3) uint8, received "
+                                 f"{tuple(value.shape)} {value.dtype}")
+            value = value.permute(0, 3, 1, 2).float().div_(255.0)
+        batch[key] = value.float()
+    batch[TASK] = [str(t) for t in obs[TASK]]
+    return batch
+
+
+class RolloutAdapter:
+    """Drives a policy from raw batched env observations; satisfies ``vla_wmrl.rollout.RolloutPolicy``.
+
+    Args:
+        policy: a policy implementing :class:`StochasticPolicy` (and LeRobot's ``reset``).
+        deterministic: take the central action instead of sampling.
+        task_override: replace every observation's instruction by this one (to probe language use).
+    """
+
+    def __init__(self, policy, deterministic: bool = False, task_override: str | None = None):
+        self.policy, self.deterministic, self.task_override = policy, deterministic, task_override
+        self.device = next(policy.parameters()).device
+
+    def reset(self, mask: np.ndarray) -> None:
+        if np.any(mask):
+            self.policy.reset()
+
+    @torch.no_grad()
+    def act(self, obs: dict, info: dict) -> np.ndarray:
+        batch = obs_to_batch(obs, self.policy.config.input_features, self.device)
+        if self.task_override is not None:
+            batch[TASK] = [self.task_override] * len(batch[TASK])
+        return self.policy.select_action(batch, deterministic=self.deterministic).cpu().numpy()

@@ -1,0 +1,211 @@
+"""TinyVLA: a small language-conditioned visuomotor policy that trains and runs on CPUs.
+
+    image(s) --CNN--> (B, E) per camera --+
+    instruction bytes --GRU--> (B, T) ----+--> MLP --> mean (B, A) of a Gaussian over pre-tanh actions u
+    state --(x - mean) / std--> (B, D) ---+            log_std (A,) learned, state-independent
+
+    action a = tanh(u), in the env's [-1, 1] action box.
+
+The instruction encoder is tokenizer-free (UTF-8 bytes -> embedding -> GRU) and trained end-to-end, so it needs no
+downloaded weights; embeddings are computed once per distinct instruction in a batch, and cached in inference.
+State statistics come from the dataset and live in the weights (buffers), so a checkpoint is self-contained.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from lerobot.policies.pretrained import PreTrainedPolicy
+from lerobot.utils.constants import ACTION, OBS_STATE
+from torch import Tensor, nn
+
+from vla_wmrl.policies.base import TASK, StochasticPolicy, validate_batch
+from vla_wmrl.policies.configuration_tiny_vla import TinyVLAConfig
+
+_ACTION_EPS = 1e-6  # keeps atanh finite for actions on the box edge (experts often command exactly +-1)
+_LOG2 = math.log(2.0)
+
+
+class ImageEncoder(nn.Module):
+    """Small strided CNN: (B, 3, H, W) in [0, 1] -> (B, embed_dim)."""
+
+    def __init__(self, shape: tuple[int, int, int], channels: list[int], embed_dim: int):
+        super().__init__()
+        layers, c_in = [], shape[0]
+        for i, c_out in enumerate(channels):
+            stride = 2 if i < len(channels) - 1 else 1  # the last layer keeps the resolution for spatial detail
+            layers += [nn.Conv2d(c_in, c_out, 3, stride, 1), nn.GroupNorm(8 if c_out % 8 == 0 else 1, c_out), nn.ReLU()]
+            c_in = c_out
+        self.conv = nn.Sequential(*layers)
+        with torch.no_grad():
+            flat = self.conv(torch.zeros(1, *shape)).numel()
+        self.proj = nn.Sequential(nn.Flatten(), nn.Linear(flat, embed_dim), nn.LayerNorm(embed_dim), nn.ReLU())
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.proj(self.conv(images - 0.5))
+
+
+class InstructionEncoder(nn.Module):
+    """Tokenizer-free instruction encoder: UTF-8 bytes -> byte embedding -> GRU -> last hidden state."""
+
+    def __init__(self, byte_dim: int, hidden_dim: int, max_bytes: int):
+        super().__init__()
+        self.max_bytes = max_bytes
+        self.embed = nn.Embedding(257, byte_dim, padding_idx=0)  # 0 = padding, byte b -> b + 1
+        self.gru = nn.GRU(byte_dim, hidden_dim, batch_first=True)
+
+    def forward(self, texts: list[str]) -> Tensor:
+        encoded = [list(t.lower().encode("utf-8")[: self.max_bytes]) or [0] for t in texts]
+        lengths = torch.tensor([len(e) for e in encoded])
+        ids = torch.zeros(len(encoded), int(lengths.max()), dtype=torch.long)
+        for i, e in enumerate(encoded):
+            ids[i, : len(e)] = torch.tensor(e) + 1
+        ids = ids.to(self.embed.weight.device)
+        packed = nn.utils.rnn.pack_padded_sequence(self.embed(ids), lengths, batch_first=True, enforce_sorted=False)
+        _, h = self.gru(packed)
+        return h[-1]  # (N, hidden_dim)
+
+
+class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
+    """Image + instruction + state -> tanh-squashed Gaussian over actions (see the module docstring).
+
+    Args:
+        config: a :class:`TinyVLAConfig` with ``input_features`` / ``output_features`` set.
+        dataset_stats: LeRobot dataset statistics (``ds.meta.stats``); the state's mean/std are stored in the
+            weights. ``None`` when loading a checkpoint (the stored values are restored).
+    """
+
+    config_class = TinyVLAConfig
+    name = "tiny_vla"
+
+    def __init__(self, config: TinyVLAConfig, dataset_stats: dict | None = None, **kwargs):
+        super().__init__(config)
+        config.validate_features()
+        self.config = config
+        self.image_keys = sorted(config.image_features)
+        image_shape = tuple(config.image_features[self.image_keys[0]].shape)
+        self.image_encoder = ImageEncoder(image_shape, list(config.conv_channels), config.image_embed_dim)
+        self.text_encoder = InstructionEncoder(config.text_byte_dim, config.text_hidden_dim,
+                                               config.max_instruction_bytes)
+        d, a = config.state_dim, config.action_dim
+        self.register_buffer("state_mean", torch.zeros(d))
+        self.register_buffer("state_std", torch.ones(d))
+        if dataset_stats is not None and d:
+            stats = dataset_stats[OBS_STATE]
+            self.state_mean.copy_(torch.as_tensor(stats["mean"], dtype=torch.float32).reshape(d))
+            # Near-constant state dimensions must not blow up: floor the std.
+            self.state_std.copy_(torch.as_tensor(stats["std"], dtype=torch.float32).reshape(d).clamp_min(1e-3))
+        width = len(self.image_keys) * config.image_embed_dim + config.text_hidden_dim + d
+        layers = []
+        for _ in range(config.num_hidden_layers):
+            layers += [nn.Linear(width, config.hidden_dim), nn.ReLU()]
+            width = config.hidden_dim
+        self.trunk = nn.Sequential(*layers)
+        self.mean_head = nn.Linear(width, a)
+        self.log_std = nn.Parameter(torch.full((a,), float(config.init_log_std)))
+        self._text_cache: dict[str, Tensor] = {}
+
+    # ---------------------------------------------------------------- LeRobot's PreTrainedPolicy interface ------ #
+    def get_optim_params(self) -> dict:
+        return self.parameters()
+
+    def reset(self):
+        """No per-episode state (no action queue, no observation history)."""
+
+    def train(self, mode: bool = True):
+        self._text_cache.clear()  # cached instruction embeddings go stale as soon as weights may change
+        return super().train(mode)
+
+    @torch.no_grad()
+    def predict_action_chunk(self, batch: dict, **kwargs) -> Tensor:
+        """A chunk of one action (B, 1, A): TinyVLA does not chunk."""
+        return self.select_action(batch, **kwargs).unsqueeze(1)
+
+    @torch.no_grad()
+    def select_action(self, batch: dict, deterministic: bool = False, generator: torch.Generator | None = None,
+                      **kwargs) -> Tensor:
+        """Actions (B, A) in [-1, 1]: ``tanh(mean)`` if ``deterministic``, else ``tanh(mean + std * noise)``."""
+        mean, log_std = self._distribution(batch)
+        if deterministic:
+            return torch.tanh(mean)
+        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+        return torch.tanh(mean + log_std.exp() * noise)
+
+    # ----------------------------------------------------------------------------- StochasticPolicy ------------- #
+    def log_prob(self, batch: dict, actions: Tensor) -> Tensor:
+        """log p(a) = log N(atanh a; mean, std) - sum log(1 - a^2), summed over action dimensions -> (B,)."""
+        mean, log_std = self._distribution(batch)
+        return self._log_prob(mean, log_std, actions)
+
+    def entropy(self, batch: dict) -> Tensor:
+        """H(a) = H(u) + E[sum log(1 - tanh(u)^2)]: the Gaussian part exactly, the Jacobian part by Monte Carlo
+        (``config.entropy_samples`` reparameterised samples, so it is differentiable) -> (B,)."""
+        mean, log_std = self._distribution(batch)
+        gauss = (0.5 * math.log(2 * math.pi * math.e) + log_std).sum(-1).expand(mean.shape[0])
+        u = mean.unsqueeze(0) + log_std.exp() * torch.randn(self.config.entropy_samples, *mean.shape,
+                                                             device=mean.device)
+        return gauss + _log_one_minus_tanh_sq(u).sum(-1).mean(0)
+
+    def forward(self, batch: dict) -> tuple[Tensor, dict]:
+        """Behaviour-cloning loss: MSE between ``tanh(mean)`` and the demonstrated action, plus a small
+        negative log-likelihood with the mean detached, which fits only the standard deviation (the exploration
+        noise RL starts from) and leaves the mean to the MSE."""
+        if ACTION not in batch:
+            raise KeyError(f"a training batch needs {ACTION!r}; received {sorted(batch)}")
+        actions = batch[ACTION]
+        if self.training and self.config.crop_pad > 0:
+            batch = {**batch, **{k: random_shift(batch[k], self.config.crop_pad) for k in self.image_keys}}
+        mean, log_std = self._distribution(batch)
+        if actions.shape != mean.shape:
+            raise ValueError(f"'action' must have shape {tuple(mean.shape)}, received {tuple(actions.shape)}")
+        mse = F.mse_loss(torch.tanh(mean), actions)
+        nll = -self._log_prob(mean.detach(), log_std, actions).mean() / actions.shape[-1]
+        loss = mse + self.config.std_loss_weight * nll
+        return loss, {"mse": mse.item(), "nll": nll.item(), "std": log_std.exp().mean().item()}
+
+    # ----------------------------------------------------------------------------------------- internals -------- #
+    def _distribution(self, batch: dict) -> tuple[Tensor, Tensor]:
+        """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,)."""
+        validate_batch(self.config.input_features, batch)
+        features = [self.image_encoder(batch[k]) for k in self.image_keys]
+        features.append(self._encode_instructions(batch[TASK]))
+        if self.config.state_dim:
+            features.append((batch[OBS_STATE] - self.state_mean) / self.state_std)
+        mean = self.mean_head(self.trunk(torch.cat(features, dim=-1)))
+        log_std = self.log_std.clamp(self.config.log_std_min, self.config.log_std_max)
+        return mean, log_std
+
+    def _encode_instructions(self, tasks: list[str]) -> Tensor:
+        """(B, text_hidden_dim): the GRU runs once per distinct instruction (usually one or two per batch)."""
+        unique = sorted(set(tasks))
+        cache = not self.training and not torch.is_grad_enabled()
+        todo = [t for t in unique if t not in self._text_cache] if cache else unique
+        fresh = dict(zip(todo, self.text_encoder(todo))) if todo else {}
+        if cache:
+            self._text_cache.update(fresh)
+            fresh = self._text_cache
+        table = torch.stack([fresh[t] for t in unique])
+        index = torch.tensor([unique.index(t) for t in tasks], device=table.device)
+        return table[index]
+
+    @staticmethod
+    def _log_prob(mean: Tensor, log_std: Tensor, actions: Tensor) -> Tensor:
+        u = torch.atanh(actions.clamp(-1 + _ACTION_EPS, 1 - _ACTION_EPS))
+        gauss = -0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
+        return (gauss - _log_one_minus_tanh_sq(u)).sum(-1)
+
+
+def random_shift(images: Tensor, pad: int) -> Tensor:
+    """Shift each image by up to ``pad`` pixels (edge-replicated): the augmentation that makes behaviour cloning
+    from a few dozen demonstrations generalise (DrQ, RAD)."""
+    b, _, h, w = images.shape
+    padded = F.pad(images, (pad, pad, pad, pad), mode="replicate")
+    dx, dy = torch.randint(0, 2 * pad + 1, (2, b)).tolist()
+    return torch.stack([padded[i, :, dy[i]:dy[i] + h, dx[i]:dx[i] + w] for i in range(b)])
+
+
+def _log_one_minus_tanh_sq(u: Tensor) -> Tensor:
+    """log(1 - tanh(u)^2), computed stably as 2 * (log 2 - u - softplus(-2u))."""
+    return 2.0 * (_LOG2 - u - F.softplus(-2.0 * u))
