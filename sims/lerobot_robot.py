@@ -22,6 +22,8 @@ What a robot cannot offer but a simulator can lives beside the ``Robot`` interfa
 from __future__ import annotations
 
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +62,9 @@ class SimRobot(Robot):
     The simulator is built lazily (feature queries work before ``connect``, as LeRobot requires) and reset at
     ``connect``. The simulator's own episode ends (success, horizon) do not stop the robot: like hardware it keeps
     accepting actions until the caller stops; ``episode_done`` tells a caller that wants to stop there.
+
+    All simulator work runs on one thread owned by the robot (an OpenGL context is bound to the thread that made
+    it), so callers may use any thread, as they may with a hardware driver.
     """
 
     config_class = SimRobotConfig
@@ -74,9 +79,22 @@ class SimRobot(Robot):
         self._obs: dict | None = None
         self._info: dict = {}
         self._done = False
+        self._worker: ThreadPoolExecutor | None = None
+        self._worker_id: int | None = None
+
+    def _run(self, fn, *args):
+        """Run ``fn`` on the simulator thread (directly when already on it)."""
+        if threading.get_ident() == self._worker_id:
+            return fn(*args)
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-sim")
+            self._worker_id = self._worker.submit(threading.get_ident).result()
+        return self._worker.submit(fn, *args).result()
 
     # ---------------------------------------------------------------------------------------------------------- #
     def _sim(self):
+        if threading.get_ident() != self._worker_id:
+            return self._run(self._sim)
         if self._env is None:
             # The simulator's horizon is set far out: the episode length is the caller's business, as on hardware.
             self._env = sims.make_env(self.config.sim, image_size=self.config.image_size,
@@ -133,7 +151,11 @@ class SimRobot(Robot):
             raise DeviceNotConnectedError(f"{self} is not connected. Run `.connect()` first.")
         self._connected = False
         if self._env is not None:
-            self._env.close()
+            self._run(self._env.close)
+            self._env = None
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker, self._worker_id = None, None
 
     def _check_connected(self):
         if not self._connected:
@@ -157,7 +179,7 @@ class SimRobot(Robot):
         env = self._sim()
         vec = np.asarray([float(action[n]) for n in names], dtype=np.float32)
         vec = np.clip(vec, env.action_space.low, env.action_space.high)  # what the simulator actually applies
-        self._obs, _, terminated, _, self._info = env.step(vec)
+        self._obs, _, terminated, _, self._info = self._run(env.step, vec)
         self._done = self._done or bool(terminated)
         return {n: float(v) for n, v in zip(names, vec)}
 
@@ -165,7 +187,8 @@ class SimRobot(Robot):
     def reset_scene(self, seed: int | None = None) -> None:
         """Put the scene back to a seeded start (what the operator does by hand on a real robot)."""
         self._check_connected()
-        self._obs, self._info = self._sim().reset(seed=self.config.seed if seed is None else int(seed))
+        env = self._sim()
+        self._obs, self._info = self._run(lambda: env.reset(seed=self.config.seed if seed is None else int(seed)))
         self._done = False
 
     @property

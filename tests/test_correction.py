@@ -289,3 +289,36 @@ def test_state_round_trip_gives_identical_outputs():
         for field in ("advantages", "weights", "valid"):
             np.testing.assert_array_equal(getattr(out_a, field), getattr(out_b, field))
     assert a.stats() == b.stats() and a.stats()["fitted"] == 1.0 and a.stats()["c_frozen"] == 1.0
+
+
+def test_calibration_map_keeps_world_model_order():
+    """The corrector's map extrapolates the end segments and is strictly increasing: it never turns distinct
+    predictions into ties (which would erase the only thing GRPO uses, the within-group order)."""
+    cal = MonotoneCalibrator(buffer_size=6, min_pairs=6, refit_every=1, num_bins=10)
+    cal.add(np.array([0.12, 0.18, 0.52, 0.58, 0.82, 0.88]), np.array([0.3, 0.5, 0.1, 0.3, 0.8, 1.0]))
+    p = np.array([0.0, 0.35, 0.7, 0.9, 1.0])  # knots (0.15, 0.3), (0.55, 0.3), (0.85, 0.9)
+    np.testing.assert_allclose(cal(p), [0.3, 0.3, 0.6, 0.9, 0.9])  # reference: clamped ends, flat PAV segment
+    # end slopes 0 and 2: 0.9 -> 0.9 + 2 * 0.05 = 1.0; 1.0 -> 1.2, clipped to 1
+    np.testing.assert_allclose(cal(p, extrapolate=True), [0.3, 0.3, 0.6, 1.0, 1.0])
+    np.testing.assert_allclose(cal(p, extrapolate=True, min_slope=0.05), 0.95 * np.array([0.3, 0.3, 0.6, 1.0, 1.0]) + 0.05 * p)
+
+    # An over-confident world model: most predictions of good actions pile up above the top bin's mean prediction.
+    rng = np.random.default_rng(5)
+    truth = lambda n: rng.uniform(0, 1, n)
+    grader = lambda r: 1.0 / (1.0 + np.exp(-8.0 * (r - 0.5)))
+    ref = RewardCorrector(CorrectionConfig(denoise=False, calibration_extrapolate=False, calibration_min_slope=0.0))
+    new = RewardCorrector(CorrectionConfig(denoise=False))
+    for _ in range(10):
+        r = truth((16, 8))
+        for corr in (ref, new):
+            corr.process(grader(r), (rng.random(r.shape) < r).astype(float), np.ones(16, bool))  # binary outcomes
+    r = rng.uniform(0.8, 1.0, (16, 8))  # a group of good actions each
+    ties = lambda s: np.mean([np.unique(row).size < row.size for row in s])
+    out_ref = ref.process(grader(r), None, np.zeros(16, bool))
+    out_new = new.process(grader(r), None, np.zeros(16, bool))
+    assert ties(out_ref.scores) > 0.5  # the reference map flattens most of these groups ...
+    assert ties(out_new.scores) == 0.0  # ... the default map keeps every group's order
+    np.testing.assert_array_equal(np.argsort(out_new.scores, 1), np.argsort(grader(r), 1))
+    assert np.mean(np.abs(out_new.advantages - group_advantages(r, np.ones_like(r, bool))[0])) < np.mean(
+        np.abs(out_ref.advantages - group_advantages(r, np.ones_like(r, bool))[0])
+    )

@@ -123,7 +123,7 @@ class ConvWorldModel(WorldModel):
             loss = loss + (cfg.frame_weight * frame_mse + cfg.state_weight * state_mse
                            + cfg.success_weight * bce + cfg.reward_weight * reward_mse) / K
             for name, v in zip(totals, (frame_mse, state_mse, bce, reward_mse)):
-                totals[name] += float(v) / K
+                totals[name] += float(v.detach()) / K
             # Feed the model its own prediction: the multi-step loss is what keeps long rollouts from drifting.
             frames = torch.cat([frames[:, 1:], frame[:, None]], dim=1)
             states = torch.cat([states[:, 1:], state[:, None]], dim=1)

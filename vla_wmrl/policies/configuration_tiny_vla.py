@@ -30,6 +30,7 @@ class TinyVLAConfig(PreTrainedConfig):
         log_std_max: upper clamp of the log standard deviation.
         crop_pad: random-shift augmentation in training, in pixels (0 disables).
         std_loss_weight: weight of the negative log-likelihood term that fits the standard deviation in ``forward``.
+        std_fit_action_clip: demonstrated actions are clipped to +-this for that term (atanh(+-1) is infinite).
         entropy_samples: Monte-Carlo samples for the tanh-Jacobian part of ``entropy``.
         optimizer_lr: AdamW learning rate (LeRobot optimizer preset).
         optimizer_weight_decay: AdamW weight decay.
@@ -48,6 +49,7 @@ class TinyVLAConfig(PreTrainedConfig):
     log_std_max: float = 1.0
     crop_pad: int = 4
     std_loss_weight: float = 0.05
+    std_fit_action_clip: float = 0.97
     entropy_samples: int = 16
 
     optimizer_lr: float = 3e-4

@@ -161,7 +161,10 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         if actions.shape != mean.shape:
             raise ValueError(f"'action' must have shape {tuple(mean.shape)}, received {tuple(actions.shape)}")
         mse = F.mse_loss(torch.tanh(mean), actions)
-        nll = -self._log_prob(mean.detach(), log_std, actions).mean() / actions.shape[-1]
+        # Experts often command exactly +-1; atanh of that is huge and would inflate the fitted std, so the
+        # standard deviation is fitted to actions clipped slightly inside the box.
+        clip = self.config.std_fit_action_clip
+        nll = -self._log_prob(mean.detach(), log_std, actions.clamp(-clip, clip)).mean() / actions.shape[-1]
         loss = mse + self.config.std_loss_weight * nll
         return loss, {"mse": mse.item(), "nll": nll.item(), "std": log_std.exp().mean().item()}
 
