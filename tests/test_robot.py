@@ -120,13 +120,20 @@ def test_eval_robot_writes_summary_and_a_dataset_lerobot_loads(eval_run):
     assert ds[0]["observation.images.top"].shape == (3, 64, 64) and ds[0]["task"].startswith("reach the")
 
 
-def test_lerobots_own_replay_tool_reproduces_a_recorded_episode_on_the_sim_robot(eval_run, tmp_path):
+def test_lerobots_own_replay_tool_reproduces_a_recorded_episode_on_the_sim_robot(eval_run, tmp_path, monkeypatch):
     from lerobot.scripts.lerobot_replay import DatasetReplayConfig, ReplayConfig, replay
 
+    import lerobot.scripts.lerobot_replay as lerobot_replay
+
     out, summary = eval_run
+    built = []
+    monkeypatch.setattr(lerobot_replay, "make_robot_from_config",
+                        lambda cfg: built.append(make_robot_from_config(cfg)) or built[-1])
     robot_cfg = SimRobotConfig(calibration_dir=tmp_path, seed=0)  # eval episode 0 started from seed 0
     replay(ReplayConfig(robot=robot_cfg, dataset=DatasetReplayConfig(
         repo_id="local/eval_vla_wmrl_sim", episode=0, root=out / "dataset", fps=200), play_sounds=False))
+    assert type(built[0]) is SimRobot and not built[0].is_connected
+    assert built[0].is_success  # the recorded actions, replayed from the same seeded scene, succeed again
 
 
 def test_anchor_episode_is_labelled_returned_and_recorded(robot, spec, tmp_path):
@@ -157,18 +164,23 @@ def test_safety_and_control_rate_are_applied_on_the_robot(robot, spec, tmp_path)
     cfg = RobotEnvConfig(fps=50, episode_time_s=0.2, realtime=True, action_margin=0.5, max_action_delta=0.1,
                          stop_when_robot_done=False, video=False)
     policy = ConstantPolicy([[5.0, -5.0], [-5.0, 5.0]])
+    send, received = robot.send_action, []
+    robot.send_action = lambda action: received.append(list(action.values())) or send(action)
     with RobotEnv(robot, spec, cfg, record_root=tmp_path / "safe") as env:
-        lo, hi = spec.action_min - 0.5 * (spec.action_max - spec.action_min), spec.action_max + 0.5 * (
-            spec.action_max - spec.action_min)
         t0 = time.perf_counter()
         episode = env.run_episode(policy)
         elapsed = time.perf_counter() - t0
-    actions = np.stack([f["action"] for f in episode.frames])
-    assert episode.length == 10 and elapsed >= 0.9 * 10 / 50  # 10 steps at 50 Hz: the period is kept
-    np.testing.assert_allclose(actions[0], [hi[0], lo[1]], atol=1e-6)  # range (margin 0.5) on the first step
-    assert np.all(np.abs(np.diff(actions, axis=0)) <= 0.1 + 1e-6)  # then at most 0.1 per step
-    np.testing.assert_allclose(actions[1], [hi[0] - 0.1, lo[1] + 0.1], atol=1e-6)
+    width = spec.action_max - spec.action_min
+    lo, hi = spec.action_min - 0.5 * width, spec.action_max + 0.5 * width
+    assert episode.length == 10 and elapsed >= 0.9 * 10 / 50  # 10 steps at 50 Hz: the control period is kept
+    np.testing.assert_allclose(received[0], [hi[0], lo[1]], atol=1e-6)  # the dataset range (margin 0.5) first
+    applied = np.stack([f["action"] for f in episode.frames])  # what the robot reports it applied (sim: [-1, 1])
+    np.testing.assert_allclose(applied[0], [1.0, -1.0])
+    np.testing.assert_allclose(received[1], [0.9, -0.9], atol=1e-6)  # then at most 0.1 from the applied action
+    assert np.all(np.abs(np.asarray(received[1:]) - applied[:-1]) <= 0.1 + 1e-6)
     assert env.stats["clipped_steps"] == 10
+    ds = LeRobotDataset("local/safe", root=tmp_path / "safe")
+    np.testing.assert_allclose(ds[1]["action"].numpy(), applied[1])  # the dataset holds the applied actions
 
 
 def test_failing_read_mid_episode_disconnects_and_keeps_finished_and_partial_episodes(robot, spec, tmp_path):

@@ -48,8 +48,13 @@ class GRPO:
         if ref_policy is not None:
             ref_policy.eval().requires_grad_(False)
 
+    def log_prob(self, steps: dict, prepare=lambda b: b) -> torch.Tensor:
+        """Log-probabilities of ``steps["action"]`` under the current policy, in chunks, without gradients."""
+        self.policy.eval()
+        return _log_prob_chunks(self.policy, steps, prepare)
+
     def update(self, steps: dict, advantages: np.ndarray, weights: np.ndarray, rollout_index: np.ndarray,
-               num_rollouts: int) -> dict:
+               num_rollouts: int, prepare=lambda b: b) -> dict:
         """One GRPO update.
 
         Args:
@@ -58,6 +63,7 @@ class GRPO:
             advantages: (R,) advantage of each rollout; weights: (R,) loss weight of each rollout.
             rollout_index: (S,) which rollout each step belongs to.
             num_rollouts: number of contributing rollouts (the loss normaliser).
+            prepare: turns a minibatch of ``steps`` into the policy's batch format (e.g. uint8 -> float images).
 
         Returns:
             Mean loss terms and diagnostics over the update.
@@ -69,12 +75,15 @@ class GRPO:
         stats = {"loss": [], "pg_loss": [], "kl": [], "clip_frac": [], "entropy": [], "grad_norm": []}
         if len(keep) == 0:
             return {"skipped": 1.0}
-        self.policy.train()
+        if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
+            steps = dict(steps, old_log_prob=self.log_prob(steps, prepare))
+        # Eval mode on purpose: training-time augmentation would make the ratio differ from 1 on unchanged weights.
+        self.policy.eval()
         for _ in range(cfg.epochs):
             perm = keep[torch.randperm(len(keep))]
             for start in range(0, len(perm), cfg.minibatch_size):
                 idx = perm[start:start + cfg.minibatch_size]
-                mb = _index(steps, idx)
+                mb = prepare(_index(steps, idx))
                 log_prob = self.policy.log_prob(mb, mb["action"])
                 ratio = torch.exp(log_prob - mb["old_log_prob"])
                 a, wi = adv[idx], w[idx]
@@ -109,6 +118,14 @@ class GRPO:
                 stats["clip_frac"].append(((ratio - 1).abs() > cfg.clip_eps).float().mean().item())
                 stats["grad_norm"].append(float(grad_norm))
         return {k: float(np.mean(v)) for k, v in stats.items() if v}
+
+
+@torch.no_grad()
+def _log_prob_chunks(policy, steps: dict, prepare, chunk: int = 512) -> torch.Tensor:
+    n = len(steps["action"])
+    out = [policy.log_prob(mb := prepare(_index(steps, torch.arange(i, min(n, i + chunk)))), mb["action"])
+           for i in range(0, n, chunk)]
+    return torch.cat(out)
 
 
 def _index(batch: dict, idx: torch.Tensor) -> dict:

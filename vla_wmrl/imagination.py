@@ -1,0 +1,148 @@
+"""Rollout groups for WMRL: imagined in the world model, or executed for real, collected into one step buffer.
+
+A *group* is ``G`` rollouts of the current policy from one start state. Imagined groups start from the real first
+frame of a seeded simulator reset; real (anchor) groups reset the simulator with the same seed, so both start from the
+identical state. Every real rollout is also replayed open-loop in the world model (first real frame + its real
+actions), which gives the (predicted score, real outcome) pairs the calibrator learns from.
+
+A rollout's score is the world model's highest predicted success probability along it (success ends an episode), and
+its variance the ensemble's score variance at that step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from vla_wmrl.rollout import Episode, index_batch
+
+
+@dataclass
+class Rollout:
+    """One rollout's steps and scores. Images (T, H, W, 3) uint8 per camera; state (T, D); action (T, A)."""
+
+    images: dict[str, np.ndarray]
+    state: np.ndarray
+    action: np.ndarray
+    task: str
+    pred_score: float = float("nan")
+    pred_var: float = float("nan")
+    real_success: float = float("nan")   # NaN for imagined rollouts
+    frames_imagined: list[np.ndarray] = field(default_factory=list)  # first camera, for videos
+
+    @property
+    def length(self) -> int:
+        return len(self.action)
+
+
+def start_observations(env, seeds: list[int]) -> dict:
+    """Batched first observations of seeded resets of a single (in-process) environment."""
+    obs = [env.reset(seed=int(s))[0] for s in seeds]
+    return {k: (tuple(o[k] for o in obs) if k == "task" else np.stack([o[k] for o in obs])) for k in obs[0]}
+
+
+def repeat_obs(obs: dict, times: int) -> dict:
+    """Repeat each entry of a batched observation ``times`` times in a row (B -> B * times)."""
+    return {k: (tuple(t for t in v for _ in range(times)) if k == "task" else np.repeat(v, times, axis=0))
+            for k, v in obs.items()}
+
+
+@torch.no_grad()
+def imagine(imagined_env, adapter, start_obs: dict, horizon: int) -> list[Rollout]:
+    """Roll the policy out in the world model from each start observation until success or ``horizon``.
+
+    Args:
+        imagined_env: a ``world_models.ImaginedVectorEnv``.
+        adapter: the policy as a batched rollout policy (``act(obs, info)``, ``reset(mask)``).
+        start_obs: batched real start observations (B entries).
+        horizon: maximum steps.
+    """
+    obs, info = imagined_env.reset(start_obs)
+    n = len(obs["task"])
+    adapter.reset(np.ones(n, bool))
+    image_keys = [k for k in obs if k.startswith("observation.images.")]
+    steps = {k: [] for k in [*image_keys, "observation.state", "action"]}
+    alive_hist, probs, vars_ = [], [], []
+    alive = np.ones(n, bool)
+    for _ in range(horizon):
+        action = adapter.act(obs, info)
+        for k in image_keys + ["observation.state"]:
+            steps[k].append(np.asarray(obs[k]))
+        steps["action"].append(action)
+        alive_hist.append(alive.copy())
+        obs, _, terminated, truncated, info = imagined_env.step(action)
+        probs.append(np.where(alive, info["success_prob"], -1.0))
+        vars_.append(info["score_var"])
+        alive &= ~(np.asarray(terminated) | np.asarray(truncated))
+        if not alive.any():
+            break
+    probs, vars_, alive_hist = np.stack(probs), np.stack(vars_), np.stack(alive_hist)  # (T, B)
+    stacked = {k: np.stack(v, axis=1) for k, v in steps.items()}  # (B, T, ...)
+    best = probs.argmax(axis=0)
+    out = []
+    for i in range(n):
+        T = int(alive_hist[:, i].sum())
+        out.append(Rollout(images={k: stacked[k][i, :T] for k in image_keys}, state=stacked["observation.state"][i, :T],
+                           action=stacked["action"][i, :T], task=str(start_obs["task"][i]),
+                           pred_score=float(probs[best[i], i]), pred_var=float(vars_[best[i], i])))
+    return out
+
+
+def from_episode(ep: Episode, image_keys: list[str]) -> Rollout:
+    """A real episode as a rollout (its outcome is the simulator's success flag)."""
+    return Rollout(images={k: np.stack([f[k] for f in ep.frames]) for k in image_keys},
+                   state=np.stack([f["observation.state"] for f in ep.frames]),
+                   action=np.stack([f["action"] for f in ep.frames]), task=str(ep.frames[0]["task"]),
+                   real_success=float(ep.success))
+
+
+@torch.no_grad()
+def score_in_world_model(imagined_env, rollouts: list[Rollout]) -> None:
+    """Replay real rollouts open-loop in the world model (first real frame + the real actions) and store its
+    predicted score and variance on each, in place. Frames of the replay are kept for side-by-side videos."""
+    if not rollouts:
+        return
+    keys = list(rollouts[0].images)
+    start = {k: np.stack([r.images[k][0] for r in rollouts]) for k in keys}
+    start["observation.state"] = np.stack([r.state[0] for r in rollouts])
+    start["task"] = tuple(r.task for r in rollouts)
+    imagined_env.reset(start)
+    T = max(r.length for r in rollouts)
+    lengths = np.array([r.length for r in rollouts])
+    best, best_var = np.full(len(rollouts), -1.0), np.zeros(len(rollouts))
+    frames = []
+    for t in range(T):
+        action = np.stack([r.action[min(t, r.length - 1)] for r in rollouts])
+        obs, _, _, _, info = imagined_env.step(action)
+        inside = t < lengths
+        better = inside & (info["success_prob"] > best)
+        best = np.where(better, info["success_prob"], best)
+        best_var = np.where(better, info["score_var"], best_var)
+        frames.append(obs[keys[0]])
+    for i, r in enumerate(rollouts):
+        r.pred_score, r.pred_var = float(best[i]), float(best_var[i])
+        r.frames_imagined = [f[i] for f in frames[: r.length]]
+
+
+def step_batch(rollouts: list[Rollout]) -> tuple[dict, np.ndarray]:
+    """Concatenate every step of ``rollouts`` into one batch (uint8 images kept compact) and the rollout index of
+    each step."""
+    keys = list(rollouts[0].images)
+    batch = {k: torch.from_numpy(np.concatenate([r.images[k] for r in rollouts])) for k in keys}
+    batch["observation.state"] = torch.from_numpy(np.concatenate([r.state for r in rollouts])).float()
+    batch["action"] = torch.from_numpy(np.concatenate([r.action for r in rollouts])).float()
+    batch["task"] = [r.task for r in rollouts for _ in range(r.length)]
+    index = np.concatenate([np.full(r.length, i) for i, r in enumerate(rollouts)])
+    return batch, index
+
+
+def to_policy_batch(batch: dict) -> dict:
+    """uint8 (N, H, W, 3) images -> float (N, 3, H, W) in [0, 1]; the rest as is."""
+    return {k: (v.permute(0, 3, 1, 2).float().div_(255.0) if k.startswith("observation.images.") else v)
+            for k, v in batch.items()}
+
+
+__all__ = ["Rollout", "from_episode", "imagine", "index_batch", "repeat_obs", "score_in_world_model",
+           "start_observations", "step_batch", "to_policy_batch"]

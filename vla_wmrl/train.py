@@ -1,0 +1,500 @@
+"""The whole WMRL pipeline in one command::
+
+    python -m vla_wmrl.train sim=robosuite_lift                  # default run
+    python -m vla_wmrl.train sim=robosuite_lift +experiment=debug  # every stage shrunk: a minute or two
+    python -m vla_wmrl.train sim=robosuite_lift wmrl.mode=sim      # baseline: every rollout in the real simulator
+
+Stages (each cached by its configuration under ``cache_dir``, so a second run reuses what is done): collect expert
+demonstrations -> collect noisy-expert episodes -> behaviour-clone the VLA -> train the world model -> WMRL loop
+(imagine groups, execute anchor groups for real, correct rewards, GRPO update, fine-tune the world model, evaluate)
+-> final evaluation in the real simulator -> videos and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import hydra
+import numpy as np
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+import sims
+from vla_wmrl.algos.grpo import GRPO, GRPOConfig
+from vla_wmrl.config import ExpertConfig, SimConfig, to_dataclass, write_summary
+from vla_wmrl.correction import CorrectionConfig, RewardCorrector
+from vla_wmrl.imagination import (Rollout, from_episode, imagine, repeat_obs, score_in_world_model,
+                                  start_observations, step_batch, to_policy_batch)
+from vla_wmrl.stages import run_stage
+
+log = logging.getLogger(__name__)
+MODES = ("wmrl", "sim", "wm")
+
+
+@dataclass
+class PipelineConfig:
+    """Stages before RL."""
+
+    demo_episodes: int = 50          # expert demonstrations recorded
+    sft_episodes: int | None = 50    # demonstrations behaviour cloning uses (null = all)
+    wm_episodes: int = 100           # noisy-expert episodes recorded for the world model (plus the demonstrations)
+    wm_noise: float = 0.6            # action-noise std of those episodes
+    sft_steps: int = 2000            # behaviour-cloning optimisation steps
+    sft_minutes: float | None = 10.0  # behaviour-cloning wall-clock cap
+    wm_minutes: float = 20.0         # world-model training wall-clock budget
+    wm_batch_size: int = 32
+
+
+@dataclass
+class WMRLConfig:
+    """The RL loop."""
+
+    mode: str = "wmrl"               # wmrl (imagined + anchor groups) | sim (all groups real) | wm (imagined only)
+    updates: int = 40                # policy updates
+    groups: int = 8                  # start states per update
+    group_size: int = 8              # rollouts per start state (GRPO group)
+    horizon: int = 60                # steps per rollout, imagined and real alike
+    num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
+    eval_every: int = 10             # updates between real-simulator evaluations (0 = only at the end)
+    eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
+    wm_finetune_every: int = 5       # updates between world-model fine-tunes on the new real episodes (0 = never)
+    wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
+    wm_finetune_lr: float = 3e-4
+    videos: int = 2                  # real | imagined side-by-side videos written at each evaluation
+    threads: int = 2                 # torch CPU threads
+
+
+def _sim_kwargs(sim: SimConfig, horizon: int | None = None) -> dict:
+    return {**sim.env_kwargs(), **({"horizon": horizon} if horizon else {})}
+
+
+# ------------------------------------------------------------------------------------------------- stages
+def stage_data(cache: Path, sim: SimConfig, episodes: int, noise: float, seed: int) -> Path:
+    """Expert (noise 0) or noisy-expert episodes as a LeRobotDataset."""
+    from vla_wmrl.collect import collect
+
+    spec = {"sim": asdict(sim), "episodes": episodes, "noise": noise, "seed": seed}
+    name = "demos" if noise == 0 else "noisy"
+    out, _ = run_stage(cache, name, spec, lambda d: collect(
+        sim, ExpertConfig(noise=noise), episodes, str(d / "dataset"), f"local/{sim.name}_{name}", seed=seed,
+        overwrite=True))
+    return out / "dataset"
+
+
+def stage_sft(cache: Path, sim: SimConfig, policy_cfg: dict, pipe: PipelineConfig, demos: Path, seed: int) -> Path:
+    """Behaviour-cloned VLA (the SFT base and the KL reference)."""
+    from vla_wmrl import sft
+    from vla_wmrl.policies import make_policy, make_policy_config
+
+    def run(out: Path) -> dict:
+        frames, meta = sft.load_frames(demos, pipe.sft_episodes)
+        kwargs = {k: v for k, v in policy_cfg.items() if k != "name"}
+        policy = make_policy(make_policy_config(policy_cfg["name"], device="cpu", **kwargs), meta)
+        cfg = sft.SFTConfig(dataset=str(demos), episodes=pipe.sft_episodes, steps=pipe.sft_steps,
+                            max_minutes=pipe.sft_minutes, seed=seed, threads=torch.get_num_threads())
+        return sft.train(policy, frames, cfg, out)
+
+    spec = {"sim": asdict(sim), "policy": policy_cfg, "demos": str(demos), "episodes": pipe.sft_episodes,
+            "steps": pipe.sft_steps, "minutes": pipe.sft_minutes, "seed": seed}
+    out, _ = run_stage(cache, "sft", spec, run)
+    return out / "pretrained_model"
+
+
+def stage_world_model(cache: Path, sim: SimConfig, wm_cfg: dict, pipe: PipelineConfig, datasets: list[Path],
+                      seed: int) -> Path:
+    """World model trained on demonstrations + noisy-expert episodes."""
+    from vla_wmrl import train_world_model as twm
+
+    def run(out: Path) -> dict:
+        cfg = twm.TrainWorldModelConfig(dataset=[str(d) for d in datasets], max_minutes=pipe.wm_minutes,
+                                        batch_size=pipe.wm_batch_size, seed=seed, resume=True,
+                                        num_threads=torch.get_num_threads())
+        return twm.train(cfg, dict(wm_cfg), sim, out)
+
+    spec = {"sim": asdict(sim), "world_model": wm_cfg, "datasets": [str(d) for d in datasets],
+            "minutes": pipe.wm_minutes, "batch_size": pipe.wm_batch_size, "seed": seed}
+    out, _ = run_stage(cache, "world_model", spec, run)
+    return out / "checkpoints" / "last"
+
+
+# ------------------------------------------------------------------------------------------------- the WMRL loop
+class WMRLTrainer:
+    """Holds what the loop needs: simulator workers, policy (+ frozen reference), world model, corrector, GRPO.
+
+    ``mode="sim"`` executes every group for real (standard RL, no world model); ``mode="wm"`` imagines every group
+    (no anchors, no correction); ``mode="wmrl"`` imagines most groups and executes anchor groups for real.
+    """
+
+    TRAIN_SEED = 200_000   # start-state seeds of training groups (demonstrations use 0.., noisy episodes 1000..)
+    EVAL_SEED = 100_000    # evaluation seeds (as in `python -m vla_wmrl.eval`)
+
+    def __init__(self, cfg: WMRLConfig, sim: SimConfig, policy, world_model, corr_cfg: CorrectionConfig,
+                 algo_cfg: GRPOConfig, run_dir: Path, seed: int, wm_data=None):
+        from vla_wmrl.policies import RolloutAdapter, check_env_compat
+
+        if cfg.mode not in MODES:
+            raise ValueError(f"unknown wmrl.mode {cfg.mode!r}; valid modes: {list(MODES)}")
+        self.cfg, self.sim, self.run_dir, self.seed = cfg, sim, run_dir, seed
+        self.policy = policy
+        self.algo = GRPO(policy, copy.deepcopy(policy), algo_cfg)
+        self.corrector = RewardCorrector(corr_cfg)
+        self.world_model, self.wm_data = world_model, wm_data
+        self.envs = sims.make_vector_env(sim.name, cfg.num_envs, **_sim_kwargs(sim, cfg.horizon))
+        check_env_compat(policy.config, self.envs.single_observation_space, self.envs.single_action_space,
+                         source=f"policy ({policy.config.type})")
+        self.start_env = sims.make_env(sim.name, **_sim_kwargs(sim, cfg.horizon))  # start frames for imagination
+        self.image_keys = [k for k in self.envs.single_observation_space.spaces if k.startswith("observation.images.")]
+        self.imagined = None
+        if world_model is not None:
+            from world_models import ImaginedVectorEnv
+
+            _check_world_model_fits(world_model, self.envs, sim)
+            self.imagined = ImaginedVectorEnv(world_model, horizon=cfg.horizon, seed=seed)
+            self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
+        self.adapter = RolloutAdapter(policy)
+        self.rng = np.random.default_rng(seed)
+        self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
+        self.new_real: list[Rollout] = []
+        self.history: list[dict] = []
+        self.last_anchor_rollouts: list[Rollout] = []
+
+    # ------------------------------------------------------------------------------------------------------------
+    def collect_groups(self, seeds: list[int], anchors: np.ndarray) -> tuple[list[list[Rollout]], dict]:
+        """Imagine the non-anchor groups while the anchor groups run in the simulator workers, concurrently."""
+        from vla_wmrl.rollout import run_episodes
+
+        G, t0 = self.cfg.group_size, time.perf_counter()
+        real_seeds = [s for s, a in zip(seeds, anchors) if a]
+        imag_seeds = [s for s, a in zip(seeds, anchors) if not a]
+
+        def run_real():
+            from vla_wmrl.policies import RolloutAdapter
+
+            episodes = list(run_episodes(self.envs, RolloutAdapter(self.policy), [s for s in real_seeds
+                                                                                  for _ in range(G)]))
+            return episodes, time.perf_counter() - t0
+
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(run_real) if real_seeds else None
+            imagined = []
+            if imag_seeds:
+                start = repeat_obs(start_observations(self.start_env, imag_seeds), G)
+                imagined = imagine(self.imagined, self.adapter, start, self.cfg.horizon)
+            imag_s = time.perf_counter() - t0
+            episodes, real_s = future.result() if future else ([], 0.0)
+        by_seed = {s: [] for s in real_seeds}
+        for ep in episodes:
+            by_seed[ep.seed].append(from_episode(ep, self.image_keys))
+        real = [r for s in real_seeds for r in by_seed[s]]
+        if self.imagined is not None:
+            score_in_world_model(self.imagined, real)  # (predicted, real) pairs for the calibrator
+        groups, it_i, it_r = [], iter(range(0, len(imagined), G)), iter(real_seeds)
+        for a in anchors:
+            if a:
+                groups.append(by_seed[next(it_r)])
+            else:
+                i = next(it_i)
+                groups.append(imagined[i:i + G])
+        n_imag_steps = sum(r.length for r in imagined)
+        n_real_steps = sum(r.length for r in real)
+        return groups, {"imagined_steps": n_imag_steps, "real_steps": n_real_steps,
+                        "imagined_steps_per_s": n_imag_steps / max(imag_s, 1e-9) if imagined else 0.0,
+                        "real_steps_per_s": n_real_steps / max(real_s, 1e-9) if real else 0.0,
+                        "collect_seconds": time.perf_counter() - t0}
+
+    def update(self) -> dict:
+        """One WMRL step: groups -> corrected advantages -> GRPO update (-> world-model fine-tune)."""
+        cfg, t0 = self.cfg, time.perf_counter()
+        seeds = [self.TRAIN_SEED + self.seed * 1_000_000 + self.update_idx * cfg.groups + g for g in range(cfg.groups)]
+        if cfg.mode == "sim":
+            anchors = np.ones(cfg.groups, bool)
+        elif cfg.mode == "wm":
+            anchors = np.zeros(cfg.groups, bool)
+        else:
+            anchors = self.corrector.select_anchors(cfg.groups, self.rng)
+        groups, metrics = self.collect_groups(seeds, anchors)
+        pred = np.array([[r.pred_score for r in g] for g in groups], dtype=float)
+        var = np.array([[r.pred_var for r in g] for g in groups], dtype=float)
+        real = np.array([[r.real_success for r in g] for g in groups], dtype=float)
+        graded = np.isfinite(pred) | anchors[:, None]
+        pred = np.where(np.isfinite(pred), pred, 0.0)  # sim mode has no world model: only real scores count
+        out = self.corrector.process(pred, real, anchors, pred_var=np.where(np.isfinite(var), var, 0.0),
+                                     graded=graded, lengths=np.array([[r.length for r in g] for g in groups]))
+        rollouts = [r for g in groups for r in g]
+        steps, index = step_batch(rollouts)
+        algo_metrics = self.algo.update(steps, out.advantages.reshape(-1), out.weights.reshape(-1), index,
+                                        num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
+        real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
+        self.new_real += real_rollouts
+        self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
+        self.real_steps += metrics["real_steps"]
+        self.update_idx += 1
+        if self.imagined is not None and cfg.wm_finetune_every and self.update_idx % cfg.wm_finetune_every == 0:
+            metrics.update(self.finetune_world_model())
+        self.train_seconds += time.perf_counter() - t0
+        imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
+        metrics.update({f"algo/{k}": v for k, v in algo_metrics.items()})
+        metrics.update({f"correction/{k}": v for k, v in self.corrector.stats().items()})
+        metrics.update({"update": self.update_idx, "real_steps_total": self.real_steps,
+                        "train_seconds": self.train_seconds, "anchor_groups": int(anchors.sum()),
+                        "anchor_success": float(np.nanmean(real)) if anchors.any() else float("nan"),
+                        "anchor_pred_score": float(pred[anchors].mean()) if anchors.any() and self.imagined else
+                        float("nan"), "imagined_pred_score": float(np.mean(imagined_pred)),
+                        "update_seconds": time.perf_counter() - t0})
+        return metrics
+
+    def finetune_world_model(self) -> dict:
+        """A few gradient steps on windows from the new real episodes, mixed half-half with the original data so
+        the world model follows the changing policy without forgetting."""
+        from vla_wmrl.train_world_model import make_windows
+
+        if not self.new_real or self.wm_data is None:
+            return {}
+        new = rollouts_to_episode_data(self.new_real, self.image_keys)
+        wm, cfg = self.world_model, self.cfg
+        wm.train()
+        gen = torch.Generator().manual_seed(self.seed + self.update_idx)
+        losses = []
+        for _ in range(cfg.wm_finetune_steps):
+            half = 16
+            parts = [make_windows(new, torch.randint(len(new), (half,), generator=gen), wm.cfg.context,
+                                  wm.cfg.rollout_steps),
+                     make_windows(self.wm_data, torch.randint(len(self.wm_data), (half,), generator=gen),
+                                  wm.cfg.context, wm.cfg.rollout_steps)]
+            batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+            loss, _ = wm.loss(batch, generator=gen)
+            if not torch.isfinite(loss):
+                log.warning("world-model fine-tune loss is %s; skipping this fine-tune", float(loss))
+                break
+            self.wm_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
+            self.wm_opt.step()
+            losses.append(loss.item())
+        wm.eval()
+        self.new_real = self.new_real[-256:]  # keep the most recent real episodes for the next fine-tunes
+        return {"wm/finetune_loss": float(np.mean(losses)) if losses else float("nan")}
+
+    def evaluate(self, episodes: int, video_dir: Path | None = None) -> dict:
+        from vla_wmrl.eval import evaluate
+
+        result = evaluate(self.policy, self.sim, episodes, self.cfg.num_envs, seed=self.EVAL_SEED,
+                          deterministic=True, env_kwargs={"horizon": self.cfg.horizon}, progress=False)
+        if video_dir is not None and self.cfg.videos:
+            result["side_by_side"] = write_side_by_side(self.last_anchor_rollouts[: self.cfg.videos], video_dir,
+                                                        self.sim.fps)
+        return result
+
+    # ------------------------------------------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Checkpoint everything needed to resume (policy, reference, optimiser, corrector, world model, counters),
+        written to a temporary directory and swapped in atomically."""
+        tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self.policy.save_pretrained(tmp / "policy")
+        torch.save({"optimizer": self.algo.optimizer.state_dict(), "ref": self.algo.ref_policy.state_dict(),
+                    "rng": self.rng.bit_generator.state, "update_idx": self.update_idx,
+                    "real_steps": self.real_steps, "train_seconds": self.train_seconds,
+                    "wm_opt": self.wm_opt.state_dict() if self.imagined is not None else None,
+                    "history": self.history}, tmp / "trainer.pt")
+        (tmp / "corrector.json").write_text(json.dumps(self.corrector.state_dict()))
+        if self.world_model is not None:
+            self.world_model.save(tmp / "world_model")
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def load(self, path: Path) -> None:
+        from safetensors.torch import load_file
+
+        state = torch.load(path / "trainer.pt", weights_only=False)
+        self.policy.load_state_dict(load_file(str(path / "policy" / "model.safetensors")), strict=False)
+        self.algo.optimizer.load_state_dict(state["optimizer"])
+        self.algo.ref_policy.load_state_dict(state["ref"])
+        self.rng.bit_generator.state = state["rng"]
+        self.update_idx, self.real_steps = state["update_idx"], state["real_steps"]
+        self.train_seconds, self.history = state["train_seconds"], state["history"]
+        self.corrector.load_state_dict(json.loads((path / "corrector.json").read_text()))
+        if self.world_model is not None and (path / "world_model").exists():
+            self.world_model.load_weights(path / "world_model")
+            self.wm_opt.load_state_dict(state["wm_opt"])
+        log.info("resumed from %s at update %d", path, self.update_idx)
+
+    def close(self) -> None:
+        self.envs.close()
+        self.start_env.close()
+
+
+def _check_world_model_fits(world_model, envs, sim: SimConfig) -> None:
+    """Fail before any training when the world model was trained for other observations or actions."""
+    wcfg = world_model.cfg
+    space = envs.single_observation_space
+    env_keys = sorted(k for k in space.spaces if k.startswith("observation.images."))
+    problems = []
+    if sorted(wcfg.image_keys) != env_keys:
+        problems.append(f"cameras: world model {sorted(wcfg.image_keys)} vs sim {env_keys}")
+    if wcfg.image_size != sim.image_size:
+        problems.append(f"image size: world model {wcfg.image_size} px vs sim {sim.image_size} px")
+    if wcfg.action_dim != envs.single_action_space.shape[0]:
+        problems.append(f"action dimension: world model {wcfg.action_dim} vs sim {envs.single_action_space.shape[0]}")
+    if wcfg.state_dim != space["observation.state"].shape[0]:
+        problems.append(f"state dimension: world model {wcfg.state_dim} vs sim {space['observation.state'].shape[0]}")
+    if problems:
+        raise ValueError(f"the world model does not fit sim {sim.name}: " + "; ".join(problems))
+
+
+def rollouts_to_episode_data(rollouts: list[Rollout], image_keys: list[str]):
+    """Real rollouts as world-model training data (sparse reward: 1 at a successful episode's last step)."""
+    from vla_wmrl.train_world_model import _assemble
+
+    frames = torch.from_numpy(np.concatenate([np.concatenate([r.images[k] for k in image_keys], axis=-1)
+                                              for r in rollouts])).permute(0, 3, 1, 2).contiguous()
+    success = torch.from_numpy(np.concatenate([np.eye(1, r.length, r.length - 1)[0] * (r.real_success > 0.5)
+                                               for r in rollouts])).float()
+    return _assemble(frames, torch.from_numpy(np.concatenate([r.state for r in rollouts])).float(),
+                     torch.from_numpy(np.concatenate([r.action for r in rollouts])).float(), success.clone(), success,
+                     [r.length for r in rollouts])
+
+
+def write_side_by_side(rollouts: list[Rollout], video_dir: Path, fps: int, scale: int = 4) -> list[str]:
+    """mp4 per rollout: real | imagined (open-loop replay of the same actions from the same start) | |difference|."""
+    import imageio.v2 as imageio
+
+    video_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, r in enumerate(rollouts):
+        if not r.frames_imagined:
+            continue
+        real = r.images[next(iter(r.images))][1:]  # frame t + 1 follows action t
+        imag = np.stack(r.frames_imagined[: len(real)])
+        diff = np.abs(real.astype(int) - imag.astype(int)).astype(np.uint8)
+        video = np.concatenate([real[: len(imag)], imag, diff], axis=2)
+        video = np.repeat(np.repeat(video, scale, axis=1), scale, axis=2)
+        path = video_dir / f"real_imagined_{i}_{'success' if r.real_success > 0.5 else 'failure'}.mp4"
+        imageio.mimwrite(path, list(video), fps=fps, macro_block_size=1)
+        written.append(str(path))
+    return written
+
+
+# ------------------------------------------------------------------------------------------------- entry point
+def run(cfg: DictConfig, run_dir: Path) -> dict:
+    """Every stage of the pipeline; returns the summary (also written to ``run_dir/summary.json``)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    sim = to_dataclass(SimConfig, cfg.sim)
+    pipe = to_dataclass(PipelineConfig, cfg.pipeline)
+    wcfg = to_dataclass(WMRLConfig, cfg.wmrl)
+    algo_cfg = to_dataclass(GRPOConfig, cfg.algo)
+    corr_cfg = _correction_config(cfg.correction, wcfg.mode)
+    policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
+    wm_cfg = OmegaConf.to_container(cfg.world_model, resolve=True)
+    torch.set_num_threads(wcfg.threads)
+    torch.manual_seed(cfg.seed)
+    cache = Path(cfg.cache_dir)
+    t_start = time.perf_counter()
+
+    demos = stage_data(cache, sim, pipe.demo_episodes, 0.0, seed=0)
+    policy_path = stage_sft(cache, sim, policy_cfg, pipe, demos, cfg.seed)
+    world_model, wm_data, wm_path = None, None, None
+    if wcfg.mode != "sim":
+        noisy = stage_data(cache, sim, pipe.wm_episodes, pipe.wm_noise, seed=1000)
+        wm_path = stage_world_model(cache, sim, wm_cfg, pipe, [demos, noisy], cfg.seed)
+        from vla_wmrl.train_world_model import load_episodes
+        from world_models import load_world_model
+
+        world_model = load_world_model(wm_path)
+        if wcfg.wm_finetune_every:
+            wm_data = load_episodes([demos, noisy], list(world_model.cfg.image_keys))
+    pipeline_seconds = time.perf_counter() - t_start
+
+    from vla_wmrl.policies import load_policy
+
+    policy = load_policy(policy_path, device="cpu")
+    trainer = WMRLTrainer(wcfg, sim, policy, world_model, corr_cfg, algo_cfg, run_dir, cfg.seed, wm_data)
+    ckpt = run_dir / "checkpoint"
+    writer = SummaryWriter(str(run_dir / "tensorboard"))
+    try:
+        if cfg.resume and ckpt.exists():
+            trainer.load(ckpt)
+        if trainer.update_idx == 0:
+            base = trainer.evaluate(wcfg.eval_episodes)
+            trainer.history.append({"update": 0, "success_rate": base["success_rate"], "real_steps_total": 0,
+                                    "train_seconds": 0.0})
+            writer.add_scalar("eval/success_rate", base["success_rate"], 0)
+        with tqdm(total=wcfg.updates, initial=trainer.update_idx, desc=f"wmrl[{wcfg.mode}]", unit="update") as bar:
+            while trainer.update_idx < wcfg.updates:
+                m = trainer.update()
+                for k, v in m.items():
+                    if isinstance(v, (int, float)) and np.isfinite(v):
+                        writer.add_scalar(k if "/" in k else f"train/{k}", v, trainer.update_idx)
+                last = trainer.update_idx == wcfg.updates
+                if last or (wcfg.eval_every and trainer.update_idx % wcfg.eval_every == 0):
+                    ev = trainer.evaluate(wcfg.eval_episodes, run_dir / "videos" / f"update_{trainer.update_idx:04d}")
+                    trainer.history.append({"update": trainer.update_idx, "success_rate": ev["success_rate"],
+                                            "real_steps_total": trainer.real_steps,
+                                            "train_seconds": trainer.train_seconds})
+                    writer.add_scalar("eval/success_rate", ev["success_rate"], trainer.update_idx)
+                    writer.add_scalar("eval/success_rate_vs_seconds", ev["success_rate"], int(trainer.train_seconds))
+                    bar.set_postfix(success=f"{ev['success_rate']:.2f}")
+                bar.set_postfix(anchor_w=f"{m.get('correction/anchor_weight', 1.0):.2f}",
+                                success=f"{trainer.history[-1]['success_rate']:.2f}")
+                bar.update(1)
+                trainer.save(ckpt)
+        final = trainer.history[-1]
+        trainer.policy.save_pretrained(run_dir / "policy")
+        summary = {"sim": sim.name, "mode": wcfg.mode, "correction": asdict(corr_cfg), "updates": trainer.update_idx,
+                   "base_success_rate": trainer.history[0]["success_rate"],
+                   "final_success_rate": final["success_rate"],
+                   "improvement_points": 100 * (final["success_rate"] - trainer.history[0]["success_rate"]),
+                   "real_env_steps": trainer.real_steps, "rl_seconds": trainer.train_seconds,
+                   "pipeline_seconds": pipeline_seconds, "total_seconds": time.perf_counter() - t_start,
+                   "history": trainer.history, "policy_path": str(run_dir / "policy"), "sft_policy": str(policy_path),
+                   "world_model": str(wm_path) if wm_path else None, "eval_episodes": wcfg.eval_episodes,
+                   "correction_stats": trainer.corrector.stats()}
+    finally:
+        writer.close()
+        trainer.close()
+    write_summary(run_dir, summary)
+    return summary
+
+
+def _correction_config(node: DictConfig, mode: str) -> CorrectionConfig:
+    cfg = OmegaConf.to_container(node, resolve=True)
+    cfg.pop("name", None)
+    if "score_range" in cfg:
+        cfg["score_range"] = tuple(cfg["score_range"])
+    if mode != "wmrl":  # sim: every score is real; wm: no real scores to correct with
+        cfg.update(debias=False, denoise=False)
+    from dataclasses import fields
+
+    valid = [f.name for f in fields(CorrectionConfig)]
+    unknown = [k for k in cfg if k not in valid]
+    if unknown:
+        raise ValueError(f"unknown key(s) {unknown} for CorrectionConfig; valid keys: {valid}")
+    return CorrectionConfig(**cfg)
+
+
+@hydra.main(config_path="../configs", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    summary = run(cfg, run_dir)
+    log.info("success %.2f -> %.2f (%+.1f points) in %d updates, %.0f s of RL, %d real steps; %s",
+             summary["base_success_rate"], summary["final_success_rate"], summary["improvement_points"],
+             summary["updates"], summary["rl_seconds"], summary["real_env_steps"], run_dir / "summary.json")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
