@@ -396,6 +396,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     sim = to_dataclass(SimConfig, cfg.sim)
     pipe = to_dataclass(PipelineConfig, cfg.pipeline)
     wcfg = to_dataclass(WMRLConfig, cfg.wmrl)
+    if wcfg.mode not in MODES:  # before any stage runs
+        raise ValueError(f"unknown wmrl.mode {wcfg.mode!r}; valid modes: {list(MODES)}")
     algo_cfg = to_dataclass(GRPOConfig, cfg.algo)
     corr_cfg = _correction_config(cfg.correction, wcfg.mode)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
@@ -406,11 +408,12 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     t_start = time.perf_counter()
 
     demos = stage_data(cache, sim, pipe.demo_episodes, 0.0, seed=0)
-    policy_path = stage_sft(cache, sim, policy_cfg, pipe, demos, cfg.seed)
+    policy_path = Path(cfg.policy_path) if cfg.policy_path else stage_sft(cache, sim, policy_cfg, pipe, demos, cfg.seed)
     world_model, wm_data, wm_path = None, None, None
     if wcfg.mode != "sim":
         noisy = stage_data(cache, sim, pipe.wm_episodes, pipe.wm_noise, seed=1000)
-        wm_path = stage_world_model(cache, sim, wm_cfg, pipe, [demos, noisy], cfg.seed)
+        wm_path = (Path(cfg.world_model_path) if cfg.world_model_path
+                   else stage_world_model(cache, sim, wm_cfg, pipe, [demos, noisy], cfg.seed))
         from vla_wmrl.train_world_model import load_episodes
         from world_models import load_world_model
 

@@ -28,7 +28,7 @@ class ConvConfig(WorldModelConfig):
 
     name: str = "conv"
     channels: list[int] = field(default_factory=lambda: [32, 64, 128])  # widths per U-Net level, finest first
-    stem: int = 2                  # space-to-depth factor before the first convolution
+    stem: int = 4                  # space-to-depth factor before the first convolution (2: sharper, ~3x slower)
     cond_dim: int = 128            # width of the action/state conditioning vector
     head_hidden: int = 64          # hidden width of each reward/success head
     frame_weight: float = 20.0     # weight of the frame MSE (pixels in [0, 1]) against the other losses
