@@ -1,0 +1,105 @@
+"""WMRL against simulator RL (and the correction ablations) from the same behaviour-cloned base, seeds and machine.
+
+Each arm is one `python -m vla_wmrl.train` run (same code path, chosen by config), started from the same SFT policy
+and world-model checkpoint; the arms run one after another so each has the whole machine. Records real-simulator
+success against RL wall-clock (evaluation time excluded, identical for every arm) and against real environment steps,
+prints a table (time to reach simulator RL's final success, final success, real steps used) and writes JSON + PNG.
+
+    python benchmarks/wmrl_vs_sim.py sim=robosuite_lift policy_path=... world_model_path=... \
+        --arms sim wmrl_both wm wmrl_none wmrl_debias wmrl_denoise [--out benchmarks/results/wmrl_vs_sim]
+
+Everything after the flags is passed to the trainer as Hydra overrides (e.g. wmrl.updates=20).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+from hydra import compose, initialize_config_dir
+
+ARMS = {  # arm -> trainer overrides
+    "sim": ["wmrl.mode=sim", "correction=none"],
+    "wm": ["wmrl.mode=wm", "correction=none"],
+    "wmrl_none": ["wmrl.mode=wmrl", "correction=none"],
+    "wmrl_debias": ["wmrl.mode=wmrl", "correction=debias"],
+    "wmrl_denoise": ["wmrl.mode=wmrl", "correction=denoise"],
+    "wmrl_both": ["wmrl.mode=wmrl", "correction=both"],
+}
+
+
+def time_to_reach(history: list[dict], target: float, key: str = "train_seconds") -> float | None:
+    """First RL wall-clock (or real steps) at which an evaluation reached ``target`` success; None if never."""
+    for h in history:
+        if h["success_rate"] >= target - 1e-9:
+            return h[key]
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=["sim", "wmrl_both", "wm"], choices=list(ARMS))
+    parser.add_argument("--out", default="benchmarks/results/wmrl_vs_sim")
+    args, overrides = parser.parse_known_args()
+    from vla_wmrl.train import run
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results_path = out / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    config_dir = str(Path(__file__).resolve().parent.parent / "configs")
+    for arm in args.arms:
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+            cfg = compose("train", overrides=[*overrides, *ARMS[arm]])
+        print(f"=== arm {arm}: {' '.join(ARMS[arm] + overrides)}", flush=True)
+        summary = run(cfg, out / "runs" / arm)
+        results[arm] = {k: summary[k] for k in ("history", "base_success_rate", "final_success_rate",
+                                                 "real_env_steps", "rl_seconds", "eval_episodes")}
+        results[arm]["overrides"] = ARMS[arm] + overrides
+        results_path.write_text(json.dumps(results, indent=2))  # after every arm: a crash keeps finished arms
+
+    target = results["sim"]["final_success_rate"] if "sim" in results else None
+    sim_time = results["sim"]["rl_seconds"] if "sim" in results else None
+    rows = []
+    for arm, r in results.items():
+        t = time_to_reach(r["history"], target) if target is not None else None
+        rows.append({"arm": arm, "base": r["base_success_rate"], "final": r["final_success_rate"],
+                     "rl_seconds": r["rl_seconds"], "real_steps": r["real_env_steps"],
+                     "seconds_to_sim_final": t, "fraction_of_sim_time": t / sim_time if t is not None and sim_time
+                     else None})
+    print(f"\ntarget = simulator RL's final success: {target}")
+    print("| arm | base success | final success | RL seconds | real env steps | seconds to sim's final | "
+          "fraction of sim's time |\n|---|---|---|---|---|---|---|")
+    for r in rows:
+        t = "never" if r["seconds_to_sim_final"] is None else f"{r['seconds_to_sim_final']:.0f}"
+        f = "-" if r["fraction_of_sim_time"] is None else f"{r['fraction_of_sim_time']:.2f}"
+        print(f"| {r['arm']} | {r['base']:.2f} | {r['final']:.2f} | {r['rl_seconds']:.0f} | {r['real_steps']} | {t} | "
+              f"{f} |")
+    (out / "table.json").write_text(json.dumps({"target": target, "rows": rows}, indent=2))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for arm, r in results.items():
+        h = r["history"]
+        axes[0].plot([x["train_seconds"] / 60 for x in h], [x["success_rate"] for x in h], "o-", label=arm)
+        axes[1].plot([x["real_steps_total"] for x in h], [x["success_rate"] for x in h], "o-", label=arm)
+    axes[0].set_xlabel("RL wall-clock (minutes, evaluation excluded)")
+    axes[1].set_xlabel("real environment steps")
+    axes[1].set_xscale("symlog", linthresh=1000)
+    for ax in axes:
+        ax.set_ylabel("real-simulator success rate")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "success_curves.png", dpi=120)
+    print(f"wrote {results_path}, {out / 'table.json'}, {out / 'success_curves.png'}")
+
+
+if __name__ == "__main__":
+    main()
