@@ -277,7 +277,7 @@ def test_robot_configs_compose_into_lerobot_robot_configs():
         from omegaconf import OmegaConf
 
         robot_cfg = robot_config(OmegaConf.to_container(cfg.robot, resolve=True))
-        assert robot_cfg.type == name and robot_cfg.id == "test"
+        assert type(robot_cfg) is RobotConfig.get_choice_class(name) and robot_cfg.id == "test"
     assert robot_cfg.port == "/dev/ttyACM0" and isinstance(robot_cfg.cameras["front"], OpenCVCameraConfig)
     with pytest.raises(ValueError, match="registered robot types: .*so101_follower.*vla_wmrl_sim"):
         robot_config({"type": "so999"})

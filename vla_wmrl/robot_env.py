@@ -331,17 +331,22 @@ class RobotEnv:
             return self.spec.instructions[0]
         raise ValueError(f"no instruction: the dataset has {self.spec.instructions}; pass task=\"...\"")
 
-    def _record(self, frame: dict, episode: Episode, reward: float, success: bool, done: bool,
-                keep_images: bool) -> None:
-        frame = {**frame, "next.reward": float(reward), "next.success": bool(success), "next.done": bool(done)}
+    def _write(self, frame: dict) -> None:
+        """Add one finished frame (with its ``next.*`` values) to the recording dataset."""
         if self.dataset is not None:
             self.dataset.add_frame({**{k: v for k, v in frame.items() if k in self.dataset.features},
-                                    "next.reward": np.array([reward], dtype=np.float32),
-                                    "next.success": np.array([success], dtype=bool),
-                                    "next.done": np.array([done], dtype=bool), "task": frame["task"]})
+                                    "next.reward": np.array([frame["next.reward"]], dtype=np.float32),
+                                    "next.success": np.array([frame["next.success"]], dtype=bool),
+                                    "next.done": np.array([frame["next.done"]], dtype=bool), "task": frame["task"]})
+
+    @staticmethod
+    def _append(episode: Episode, frame: dict, done: bool, keep_images: bool) -> dict:
+        """Append a frame to the episode (reward and success are set at the label); return the stored dict."""
+        frame = {**frame, "next.reward": 0.0, "next.success": False, "next.done": bool(done)}
         if not keep_images:
             frame = {k: v for k, v in frame.items() if not k.startswith(OBS_IMAGES)}
         episode.frames.append(frame)
+        return frame
 
     def _save_episode(self) -> int | None:
         if self.dataset is None or not self.dataset.has_pending_frames():
@@ -373,6 +378,7 @@ class RobotEnv:
         seed = self.episodes_done if seed is None else int(seed)
         episode = Episode(seed=seed)
         pending: dict | None = None  # the last frame, recorded once what followed it is known
+        last: dict | None = None     # the final frame, once the episode has ended
         try:
             self.operator.wait_reset(seed, self.cfg.task or getattr(self.robot, "task", None))
             task = self._task()
@@ -397,7 +403,8 @@ class RobotEnv:
                 previous = np.array([float(sent.get(k, v)) for k, v in zip(self.action_keys, safe)])
                 self.stats["steps"] += 1
                 if pending is not None:
-                    self._record(pending, episode, 0.0, False, False, keep_images)
+                    self._append(episode, pending, False, keep_images)
+                    self._write({**pending, "next.reward": 0.0, "next.success": False, "next.done": False})
                 pending = {**obs, ACTION: previous.astype(np.float32), "task": task}
                 if self.cfg.stop_when_robot_done and getattr(self.robot, "episode_done", False):
                     break
@@ -407,12 +414,16 @@ class RobotEnv:
                         time.sleep(left)
                     else:
                         self.stats["overruns"] += 1
+            last = self._append(episode, pending, True, keep_images) if pending is not None else None
             success = bool(self.success_fn(episode) if self.success_fn else self.operator.label_success(episode))
         except BaseException as e:
+            if last is not None:  # cut short while labelling: the whole episode is kept, unlabelled
+                episode.frames = episode.frames[:-1]
             self._stop(e, pending, episode, keep_images)
             raise
-        if pending is not None:
-            self._record(pending, episode, float(success), success, True, keep_images)
+        if last is not None:
+            last.update({"next.reward": float(success), "next.success": success})
+            self._write({**pending, **last})
         episode.success = success
         self._save_episode()
         self.episodes_done += 1
@@ -425,7 +436,7 @@ class RobotEnv:
                   else f"{type(error).__name__}: {error}")
         try:
             if pending is not None:
-                self._record(pending, episode, 0.0, False, True, keep_images)
+                self._write({**pending, **self._append(episode, pending, True, keep_images)})
             index = self._save_episode()
             if index is not None:
                 self.partial_episodes.append(index)

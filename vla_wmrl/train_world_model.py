@@ -46,7 +46,7 @@ class TrainWorldModelConfig:
     dataset: list[str] = field(default_factory=list)  # one or more LeRobotDataset roots
     steps: int = 100_000           # optimisation steps (upper bound; max_minutes usually ends the run first)
     max_minutes: float = 20.0      # wall-clock budget of this invocation, minutes
-    batch_size: int = 32           # windows per step
+    batch_size: int = 16           # windows per step
     lr: float = 1e-3               # AdamW learning rate (cosine-decayed to lr / 10 over the time budget)
     weight_decay: float = 1e-4     # AdamW weight decay
     grad_clip: float = 1.0         # gradient-norm clip
@@ -226,7 +226,7 @@ def validate(model: WorldModel, val: EpisodeData, gen: torch.Generator, n: int =
     m = batch[FRAME_MASK][:, 0] > 0
     target = batch[FRAMES][:, T]
     model.train()
-    return {"loss": float(loss), **metrics, "psnr_1step": float(psnr(out.frame, target)[m].mean()),
+    return {"loss": float(loss.detach()), **metrics, "psnr_1step": float(psnr(out.frame, target)[m].mean()),
             "psnr_copy_last": float(psnr(batch[FRAMES][:, T - 1], target)[m].mean())}
 
 
@@ -307,7 +307,7 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig, run_dir: 
                 kept = last_checkpoint(ckpt_dir)
                 status = "nonfinite_loss"
                 raise NonFiniteLossError(
-                    f"loss became {float(loss)} at step {step}; training stopped. Last good checkpoint kept: "
+                    f"loss became {float(loss.detach())} at step {step}; training stopped. Last good checkpoint kept: "
                     f"{kept or 'none was written yet'}. Try a lower lr or grad_clip.")
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -316,9 +316,9 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig, run_dir: 
             step += 1
             bar.update(1)
             if step % cfg.log_every == 0:
-                for k, v in {"loss": float(loss), **metrics, "grad_norm": float(grad_norm), "lr": lr}.items():
+                for k, v in {"loss": float(loss.detach()), **metrics, "grad_norm": float(grad_norm), "lr": lr}.items():
                     writer.add_scalar(f"train/{k}", v, step)
-                bar.set_postfix(loss=f"{float(loss):.4f}", psnr=last_val.get("psnr_1step", float("nan")))
+                bar.set_postfix(loss=f"{float(loss.detach()):.4f}", psnr=last_val.get("psnr_1step", float("nan")))
             if step % cfg.val_every == 0:
                 last_val = validate(model, val_data, torch.Generator().manual_seed(val_gen_seed))
                 for k, v in last_val.items():

@@ -109,7 +109,7 @@ class ImaginedVectorEnv:
         zeros = torch.zeros(self.num_envs, device=self.device)
         return self._obs(), self._out({"success_prob": zeros, "score_var": zeros})
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: reset() updates the context in place afterwards
     def step(self, actions):
         """Advance every imagined episode by one action.
 

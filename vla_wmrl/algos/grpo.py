@@ -7,7 +7,7 @@ core) and one loss weight ``w_i`` (anchor weight, inverse-variance weight and th
     L = - sum_t w_i(t) * min(rho_t A_i(t), clip(rho_t, 1 - eps, 1 + eps) A_i(t)) / num_rollouts
         + beta * KL_k3(pi || pi_ref)
 
-with ``rho_t = pi(a_t|o_t) / pi_old(a_t|o_t)`` and the k3 estimator ``KL = exp(r) - r - 1``, ``r = log pi_ref -
+(dual-clipped at ``c * A`` for negative advantages) with ``rho_t = pi(a_t|o_t) / pi_old(a_t|o_t)`` and the k3 estimator ``KL = exp(r) - r - 1``, ``r = log pi_ref -
 log pi`` (Schulman's low-variance unbiased estimator), against the behaviour-cloned reference policy.
 """
 
@@ -28,6 +28,8 @@ class GRPOConfig:
     epochs: int = 2               # passes over each step's rollouts
     minibatch_size: int = 256     # steps per gradient step
     clip_eps: float = 0.2         # PPO ratio clip
+    dual_clip: float = 3.0        # for negative advantages, bound the surrogate at dual_clip * A (dual-clip PPO)
+    max_log_ratio: float = 10.0   # clamp of log-ratios (policy/old and ref/policy) against overflow
     kl_coef: float = 0.02         # beta: KL penalty to the behaviour-cloned reference (0 = off)
     max_grad_norm: float = 1.0    # gradient-norm clip
     entropy_coef: float = 0.0     # entropy bonus
@@ -85,9 +87,13 @@ class GRPO:
                 idx = perm[start:start + cfg.minibatch_size]
                 mb = prepare(_index(steps, idx))
                 log_prob = self.policy.log_prob(mb, mb["action"])
-                ratio = torch.exp(log_prob - mb["old_log_prob"])
+                log_ratio = (log_prob - mb["old_log_prob"]).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+                ratio = torch.exp(log_ratio)
                 a, wi = adv[idx], w[idx]
                 surrogate = torch.minimum(ratio * a, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)
+                # Dual clip: a sample whose probability exploded under a negative advantage would otherwise dominate
+                # the gradient (tanh-squashed actions near the box edge make such ratios common).
+                surrogate = torch.where(a < 0, torch.maximum(surrogate, cfg.dual_clip * a), surrogate)
                 # Each rollout's steps share its weight; normalise by rollouts so the scale does not depend on length
                 # (the length normaliser, if chosen, is already folded into w by the correction core).
                 # (an unbiased minibatch estimate of the full sum over steps / num_rollouts).
@@ -97,7 +103,7 @@ class GRPO:
                 if self.ref_policy is not None and cfg.kl_coef > 0:
                     with torch.no_grad():
                         ref_log_prob = self.ref_policy.log_prob(mb, mb["action"])
-                    r = ref_log_prob - log_prob
+                    r = (ref_log_prob - log_prob).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
                     kl = (torch.exp(r) - r - 1).mean()
                     loss = loss + cfg.kl_coef * kl
                 entropy = torch.zeros(())
