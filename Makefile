@@ -1,7 +1,6 @@
 # make train / make test create the Python 3.12 virtual environment (.venv) first when it is missing.
 PY := .venv/bin/python
 SIM ?= robosuite_lift
-EPISODES ?= 50
 
 .PHONY: setup train test test-all bench
 
@@ -9,7 +8,7 @@ setup:
 	@bash scripts/setup.sh
 
 train: setup
-	$(PY) -m vla_wmrl.collect sim=$(SIM) policy=expert episodes=$(EPISODES)
+	$(PY) -m vla_wmrl.train sim=$(SIM)
 
 test: setup
 	$(PY) -m pytest
