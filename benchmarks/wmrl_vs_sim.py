@@ -5,10 +5,10 @@ and world-model checkpoint; the arms run one after another so each has the whole
 success against RL wall-clock (evaluation time excluded, identical for every arm) and against real environment steps,
 prints a table (time to reach simulator RL's final success, final success, real steps used) and writes JSON + PNG.
 
-    python benchmarks/wmrl_vs_sim.py sim=robosuite_lift policy_path=... world_model_path=... \
-        --arms sim wmrl_both wm wmrl_none wmrl_debias wmrl_denoise [--out benchmarks/results/wmrl_vs_sim]
+    python benchmarks/wmrl_vs_sim.py --arms sim wmrl_both wm wmrl_none wmrl_debias wmrl_denoise \
+        [--out benchmarks/results/wmrl_vs_sim] -- sim=robosuite_lift policy_path=... world_model_path=...
 
-Everything after the flags is passed to the trainer as Hydra overrides (e.g. wmrl.updates=20).
+Everything after ``--`` is passed to the trainer as Hydra overrides (e.g. wmrl.updates=20).
 """
 
 from __future__ import annotations
@@ -42,7 +42,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", nargs="+", default=["sim", "wmrl_both", "wm"], choices=list(ARMS))
     parser.add_argument("--out", default="benchmarks/results/wmrl_vs_sim")
-    args, overrides = parser.parse_known_args()
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the trainer (after --)")
+    args = parser.parse_args()
+    overrides = args.overrides
     from vla_wmrl.train import run
 
     out = Path(args.out)

@@ -211,6 +211,13 @@ def test_checkpoint_with_other_action_dim_fails_clearly(tmp_path):
         env.close()
     with pytest.raises(FileNotFoundError, match="missing config.json"):
         load_policy(tmp_path / "nothing")
+    # Weights that do not fit the saved config are refused (LeRobot alone would load them non-strictly).
+    import json
+
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_dim": 48}))
+    with pytest.raises(RuntimeError, match="size mismatch|Missing|Unexpected|Error"):
+        load_policy(tmp_path)
 
 
 def test_rollout_adapter_drives_run_episodes(reach_frames):
@@ -255,10 +262,31 @@ def test_instruction_alone_changes_actions():
     assert set(policy._text_cache) == {red, blue, "Reach the GREEN target!"}
 
 
+def _final_distances(policy, seed: int, colour: str, steps: int = 50) -> dict:
+    """Run ``policy`` told to reach ``colour`` from the start state of ``seed``; fingertip-to-target distances at the
+    end, per target colour. (With ``colour`` fixed, the start state of a seed is the same for both colours.)"""
+    import sims
+    from vla_wmrl.policies.base import obs_to_batch
+
+    env = sims.make_env("mujoco_reach", image_size=64, colour=colour, horizon=steps)
+    try:
+        obs, _ = env.reset(seed=seed)
+        for _ in range(steps):
+            batch = obs_to_batch({k: [v] if k == "task" else np.asarray(v)[None] for k, v in obs.items()},
+                                 policy.config.input_features)
+            obs, _, terminated, truncated, _ = env.step(policy.select_action(batch, deterministic=True)[0].numpy())
+            if terminated or truncated:
+                break
+        tip = env._fingertip()
+        return {c: float(np.linalg.norm(tip - env._target_pos(c))) for c in ("red", "blue")}
+    finally:
+        env.close()
+
+
 @pytest.mark.slow
 def test_language_decides_the_target_in_mujoco_reach(tmp_path):
-    """Behaviour cloning on expert `mujoco_reach` data (the instruction names the target), then evaluation with the
-    target colour fixed: the right instruction succeeds, the swapped one (same start states) mostly fails."""
+    """Behaviour cloning on expert `mujoco_reach` data (the instruction names the target). From the same start
+    states, "reach the red target" and "reach the blue target" must end near different targets: the named one."""
     from vla_wmrl.collect import collect
     from vla_wmrl.config import ExpertConfig, SimConfig
     from vla_wmrl.eval import evaluate
@@ -266,18 +294,26 @@ def test_language_decides_the_target_in_mujoco_reach(tmp_path):
 
     torch.set_num_threads(1)
     sim = SimConfig(name="mujoco_reach", cameras=["top"], horizon=50)
-    collect(sim, ExpertConfig(noise=0.0), episodes=80, root=str(tmp_path / "reach"), repo_id="local/reach_lang",
+    collect(sim, ExpertConfig(noise=0.0), episodes=60, root=str(tmp_path / "reach"), repo_id="local/reach_lang",
             seed=0, num_envs=2, video=True)
     frames, meta = load_frames(tmp_path / "reach")
     torch.manual_seed(0)
     policy = make_policy(make_policy_config("tiny_vla", device="cpu"), meta)
-    train(policy, frames, SFTConfig(steps=3000, max_minutes=8, batch_size=64, save_every=0), tmp_path / "run")
+    train(policy, frames, SFTConfig(steps=2500, max_minutes=7, batch_size=64, save_every=0), tmp_path / "run")
+    policy.eval()
+    closer, named, other = [], [], []
+    for seed in range(100000, 100010):
+        for colour, rival in (("red", "blue"), ("blue", "red")):
+            d = _final_distances(policy, seed, colour)
+            closer.append(d[colour] < d[rival])
+            named.append(d[colour])
+            other.append(d[rival])
     rates = {}
-    for colour, other in (("red", "blue"), ("blue", "red")):
-        for told in (colour, other):
-            summary = evaluate(policy, sim, episodes=20, num_envs=2, seed=100000, task=f"reach the {told} target",
-                               env_kwargs={"colour": colour}, asynchronous=False, progress=False)
-            rates[(colour, told)] = summary["success_rate"]
-    print("success rate by (target colour, instruction colour):", rates)
-    for colour, other in (("red", "blue"), ("blue", "red")):
-        assert rates[(colour, colour)] >= rates[(colour, other)] + 0.3, rates
+    for colour, rival in (("red", "blue"), ("blue", "red")):
+        for told in (colour, rival):
+            rates[f"{colour} target, told {told}"] = evaluate(
+                policy, sim, episodes=20, num_envs=2, seed=100000, task=f"reach the {told} target",
+                env_kwargs={"colour": colour}, progress=False)["success_rate"]
+    print(f"ends closer to the named target in {np.mean(closer):.0%} of 20 runs; mean final distance to the named "
+          f"target {np.mean(named):.3f} m, to the other {np.mean(other):.3f} m; success rates {rates}")
+    assert np.mean(closer) >= 0.75 and np.mean(named) < 0.5 * np.mean(other)

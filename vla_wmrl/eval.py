@@ -60,6 +60,9 @@ def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int
              progress: bool = True) -> dict:
     """Run ``episodes`` seeded episodes of ``policy`` and return the summary figures.
 
+    ``asynchronous=False`` needs ``num_envs=1``: ``run_episodes`` keeps stepping a worker whose episode ended while
+    others run, which gymnasium's SyncVectorEnv (autoreset disabled) rejects; the async env tolerates it.
+
     Raises:
         ValueError: the policy does not fit the sim (action dimension, observation keys or shapes).
     """
@@ -68,6 +71,8 @@ def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int
     from vla_wmrl.rollout import run_episodes
 
     num_envs = max(1, min(num_envs, episodes))
+    if not asynchronous and num_envs > 1:
+        raise ValueError("asynchronous=False needs num_envs=1 (see the docstring)")
     kwargs = {**sim.env_kwargs(), **(env_kwargs or {})}
     envs = sims.make_vector_env(sim.name, num_envs, asynchronous=asynchronous and num_envs > 1, **kwargs)
     results, written, t0 = [], [], time.perf_counter()

@@ -49,6 +49,7 @@ class EvalWorldModelConfig:
     dataset: list[str] = field(default_factory=list)  # held-out LeRobotDataset root(s)
     ks: list[int] = field(default_factory=lambda: [1, 5, 15])  # open-loop horizons scored
     stride: int = 3                # open-loop rollouts start every `stride` frames
+    max_episodes: int = 0          # score only the first N held-out episodes (0 = all; for slow models on CPUs)
     batch_size: int = 256          # rollouts run together
     videos: int = 4                # episodes written as mp4
     video_scale: int = 4           # nearest-neighbour upscaling of the 64 px frames in the videos
@@ -192,6 +193,8 @@ def evaluate(cfg: EvalWorldModelConfig, sim: SimConfig, run_dir: str | Path) -> 
     for root in roots:
         check_dataset_matches(root, mc.image_keys, mc.image_size, mc.state_dim, mc.action_dim, what="world model")
     data = load_episodes(roots, mc.image_keys)
+    if 0 < cfg.max_episodes < len(data.episodes):
+        data = data.subset(range(cfg.max_episodes))
     gen = torch.Generator(device=cfg.device).manual_seed(cfg.seed)
     K = max(cfg.ks)
 

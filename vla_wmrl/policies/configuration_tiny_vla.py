@@ -23,6 +23,7 @@ class TinyVLAConfig(PreTrainedConfig):
         text_byte_dim: embedding size of one instruction byte.
         text_hidden_dim: GRU hidden size = instruction embedding size.
         max_instruction_bytes: instructions are cut to this many UTF-8 bytes.
+        film: condition every CNN block on the instruction (FiLM) instead of only concatenating the embeddings.
         hidden_dim: width of the action head MLP.
         num_hidden_layers: depth of the action head MLP.
         init_log_std: initial log standard deviation of the pre-tanh Gaussian.
@@ -42,6 +43,7 @@ class TinyVLAConfig(PreTrainedConfig):
     text_byte_dim: int = 32
     text_hidden_dim: int = 128
     max_instruction_bytes: int = 128
+    film: bool = True
     hidden_dim: int = 256
     num_hidden_layers: int = 2
     init_log_std: float = -1.0

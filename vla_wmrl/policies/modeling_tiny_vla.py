@@ -24,27 +24,51 @@ from torch import Tensor, nn
 from vla_wmrl.policies.base import TASK, StochasticPolicy, validate_batch
 from vla_wmrl.policies.configuration_tiny_vla import TinyVLAConfig
 
+_MEAN_BOUND = 4.0  # |pre-tanh mean| stays below this: tanh(4) = 0.9993, invertible in float32
 _ACTION_EPS = 1e-6  # keeps atanh finite for actions on the box edge (experts often command exactly +-1)
 _LOG2 = math.log(2.0)
 
 
 class ImageEncoder(nn.Module):
-    """Small strided CNN: (B, 3, H, W) in [0, 1] -> (B, embed_dim)."""
+    """Small strided CNN: (B, 3, H, W) in [0, 1] -> (B, embed_dim), optionally FiLM-conditioned on the instruction.
 
-    def __init__(self, shape: tuple[int, int, int], channels: list[int], embed_dim: int):
+    With FiLM every conv block's normalised features are scaled and shifted per channel by the instruction
+    embedding, so the instruction decides what the CNN looks for (RT-1's FiLM-EfficientNet idea); without it, an
+    MLP on concatenated features must learn that gating itself, which behaviour cloning on a few demonstrations
+    does poorly.
+    """
+
+    def __init__(self, shape: tuple[int, int, int], channels: list[int], embed_dim: int, film_dim: int = 0):
         super().__init__()
-        layers, c_in = [], shape[0]
+        self.convs, self.norms, self.films = nn.ModuleList(), nn.ModuleList(), nn.ModuleList()
+        c_in = shape[0]
         for i, c_out in enumerate(channels):
             stride = 2 if i < len(channels) - 1 else 1  # the last layer keeps the resolution for spatial detail
-            layers += [nn.Conv2d(c_in, c_out, 3, stride, 1), nn.GroupNorm(8 if c_out % 8 == 0 else 1, c_out), nn.ReLU()]
+            self.convs.append(nn.Conv2d(c_in, c_out, 3, stride, 1))
+            self.norms.append(nn.GroupNorm(8 if c_out % 8 == 0 else 1, c_out))
+            if film_dim:
+                film = nn.Linear(film_dim, 2 * c_out)
+                nn.init.zeros_(film.weight)  # start as the identity modulation
+                nn.init.zeros_(film.bias)
+                self.films.append(film)
             c_in = c_out
-        self.conv = nn.Sequential(*layers)
         with torch.no_grad():
-            flat = self.conv(torch.zeros(1, *shape)).numel()
+            flat = self._features(torch.zeros(1, *shape), None).numel()
         self.proj = nn.Sequential(nn.Flatten(), nn.Linear(flat, embed_dim), nn.LayerNorm(embed_dim), nn.ReLU())
 
-    def forward(self, images: Tensor) -> Tensor:
-        return self.proj(self.conv(images - 0.5))
+    def _features(self, images: Tensor, cond: Tensor | None) -> Tensor:
+        x = images - 0.5
+        for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
+            x = norm(conv(x))
+            if self.films and cond is not None:
+                gamma, beta = self.films[i](cond).unsqueeze(-1).unsqueeze(-1).chunk(2, dim=1)
+                x = x * (1 + gamma) + beta
+            x = F.relu(x)
+        return x
+
+    def forward(self, images: Tensor, cond: Tensor | None = None) -> Tensor:
+        """``cond`` (B, film_dim): the instruction embedding used for FiLM (ignored without FiLM)."""
+        return self.proj(self._features(images, cond))
 
 
 class InstructionEncoder(nn.Module):
@@ -86,7 +110,8 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         self.config = config
         self.image_keys = sorted(config.image_features)
         image_shape = tuple(config.image_features[self.image_keys[0]].shape)
-        self.image_encoder = ImageEncoder(image_shape, list(config.conv_channels), config.image_embed_dim)
+        self.image_encoder = ImageEncoder(image_shape, list(config.conv_channels), config.image_embed_dim,
+                                          film_dim=config.text_hidden_dim if config.film else 0)
         self.text_encoder = InstructionEncoder(config.text_byte_dim, config.text_hidden_dim,
                                                config.max_instruction_bytes)
         d, a = config.state_dim, config.action_dim
@@ -108,6 +133,11 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         self._text_cache: dict[str, Tensor] = {}
 
     # ---------------------------------------------------------------- LeRobot's PreTrainedPolicy interface ------ #
+    @classmethod
+    def _load_as_safetensor(cls, model, model_file: str, map_location: str, strict: bool):
+        # LeRobot loads non-strictly by default, which would leave a mismatched layer silently random: refuse.
+        return super()._load_as_safetensor(model, model_file, map_location, strict=True)
+
     def get_optim_params(self) -> dict:
         return self.parameters()
 
@@ -172,11 +202,14 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
     def _distribution(self, batch: dict) -> tuple[Tensor, Tensor]:
         """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,)."""
         validate_batch(self.config.input_features, batch)
-        features = [self.image_encoder(batch[k]) for k in self.image_keys]
-        features.append(self._encode_instructions(batch[TASK]))
+        text = self._encode_instructions(batch[TASK])
+        features = [self.image_encoder(batch[k], text) for k in self.image_keys]
+        features.append(text)
         if self.config.state_dim:
             features.append((batch[OBS_STATE] - self.state_mean) / self.state_std)
-        mean = self.mean_head(self.trunk(torch.cat(features, dim=-1)))
+        # Soft-bound the pre-tanh mean: beyond ~|u| = 9, float32 tanh rounds to exactly 1, atanh cannot recover the
+        # sample, and RL log-probabilities (hence PPO ratios and gradients) explode.
+        mean = _MEAN_BOUND * torch.tanh(self.mean_head(self.trunk(torch.cat(features, dim=-1))) / _MEAN_BOUND)
         log_std = self.log_std.clamp(self.config.log_std_min, self.config.log_std_max)
         return mean, log_std
 
