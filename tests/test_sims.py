@@ -135,3 +135,22 @@ def test_vector_env_runs_seeded_episodes():
     obs, _ = single.reset(seed=11)
     ep11 = next(e for e in eps if e.seed == 11)
     np.testing.assert_array_equal(obs["observation.state"], ep11.frames[0]["observation.state"])
+
+
+def test_run_episodes_refills_only_as_many_workers_as_seeds_remain():
+    """Both workers end on the same step (fixed horizon) with one seed left: one refill, no crash."""
+    from vla_wmrl.rollout import run_episodes
+
+    class Still:
+        def act(self, obs, info):
+            return np.zeros((len(obs["task"]), 2), np.float32)
+
+        def reset(self, mask):
+            pass
+
+    envs = sims.make_vector_env("mujoco_reach", 2, horizon=3)
+    try:
+        eps = list(run_episodes(envs, Still(), seeds=[1, 2, 3]))
+    finally:
+        envs.close()
+    assert sorted(e.seed for e in eps) == [1, 2, 3] and all(e.length == 3 for e in eps)

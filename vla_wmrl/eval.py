@@ -83,10 +83,7 @@ def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int
         adapter = RolloutAdapter(policy, deterministic=deterministic, task_override=task)
         seeds = [seed + k for k in range(episodes)]
         with tqdm(total=episodes, desc=f"eval {sim.name}", unit="ep", disable=not progress) as bar:
-            # Seeds go in groups of num_envs: rollout.run_episodes refills two workers from one remaining seed when
-            # both finish on the same step (IndexError); groups never refill. Pass all seeds once that is fixed.
-            groups = [seeds[i:i + num_envs] for i in range(0, len(seeds), num_envs)]
-            for ep in (ep for group in groups for ep in run_episodes(envs, adapter, group)):
+            for ep in run_episodes(envs, adapter, seeds):
                 results.append({"seed": ep.seed, "success": ep.success, "length": ep.length, "return": ep.ret,
                                 "unstable": ep.unstable, "task": ep.frames[0]["task"]})
                 if video_dir is not None and ep.seed - seed < videos:

@@ -87,7 +87,7 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int]) -> Iterator[Epis
                 ep.success = bool(next_info["is_success"][i])
                 ep.unstable = bool(next_info["sim_unstable"][i])
                 slots[i] = None
-                restart[i] = bool(queue)
+                restart[i] = restart.sum() < len(queue)  # refill only as many workers as seeds remain
                 yield ep
         obs, info = next_obs, next_info
         if restart.any():

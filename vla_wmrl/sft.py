@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m vla_wmrl.sft sim=robosuite_lift dataset=data/robosuite_lift/expert_50 episodes=25 max_minutes=10
+    python -m vla_wmrl.sft sim=robosuite_lift dataset=data/robosuite_lift/expert_50 episodes=10 steps=1100
     python -m vla_wmrl.sft sim=mujoco_reach dataset=data/mujoco_reach/expert_100 steps=500 policy.hidden_dim=128
 
 The dataset is small (tens of episodes), so it is decoded once into memory and minibatches are drawn from tensors:
