@@ -42,6 +42,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arms", nargs="+", default=["sim", "wmrl_both", "wm"], choices=list(ARMS))
     parser.add_argument("--out", default="benchmarks/results/wmrl_vs_sim")
+    parser.add_argument("--report-only", action="store_true", help="only redraw the table and plot from results.json")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the trainer (after --)")
     args = parser.parse_args()
     overrides = args.overrides
@@ -52,7 +53,7 @@ def main():
     results_path = out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     config_dir = str(Path(__file__).resolve().parent.parent / "configs")
-    for arm in args.arms:
+    for arm in [] if args.report_only else args.arms:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
             cfg = compose("train", overrides=[*overrides, *ARMS[arm]])
         print(f"=== arm {arm}: {' '.join(ARMS[arm] + overrides)}", flush=True)

@@ -46,9 +46,9 @@ class PipelineConfig:
     """Stages before RL."""
 
     demo_episodes: int = 50          # expert demonstrations recorded
-    sft_episodes: int | None = 50    # demonstrations behaviour cloning uses (null = all)
+    sft_episodes: int | None = 10    # demonstrations behaviour cloning uses (null = all)
     wm_episodes: int = 100           # noisy-expert episodes recorded for the world model (plus the demonstrations)
-    wm_noise: float = 0.6            # action-noise std of those episodes
+    wm_noise: float = 1.0            # action-noise std of those episodes
     sft_steps: int = 2000            # behaviour-cloning optimisation steps
     sft_minutes: float | None = 10.0  # behaviour-cloning wall-clock cap
     wm_minutes: float = 20.0         # world-model training wall-clock budget
@@ -71,7 +71,7 @@ class WMRLConfig:
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
     wm_finetune_lr: float = 3e-4
     videos: int = 2                  # real | imagined side-by-side videos written at each evaluation
-    threads: int = 2                 # torch CPU threads
+    threads: int = 1                 # torch CPU threads
 
 
 def _sim_kwargs(sim: SimConfig, horizon: int | None = None) -> dict:
