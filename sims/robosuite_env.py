@@ -37,14 +37,16 @@ def _quiet_robosuite():
 
 
 def _copy_mjdata_into(dst, src) -> None:
-    """In-place copy of every array of an MjData (robosuite keeps references to the live one)."""
+    """In-place copy of the arrays of an MjData (robosuite keeps references to the live one)."""
     for name in dir(src):
         if name.startswith("_"):
             continue
         value = getattr(src, name)
         if isinstance(value, np.ndarray) and value.size:
             target = getattr(dst, name)
-            if target.flags.writeable:
+            # Contact/constraint arrays are sized by the current number of contacts; MuJoCo recomputes them at the
+            # start of the next step, so only the fixed-size state and derived quantities need copying.
+            if target.flags.writeable and target.shape == value.shape:
                 target[...] = value
     dst.time = src.time
 
