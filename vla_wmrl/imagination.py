@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from vla_wmrl.rollout import Episode, index_batch
+from vla_wmrl.rollout import Episode
 
 
 @dataclass
@@ -144,5 +144,5 @@ def to_policy_batch(batch: dict) -> dict:
             for k, v in batch.items()}
 
 
-__all__ = ["Rollout", "from_episode", "imagine", "index_batch", "repeat_obs", "score_in_world_model",
+__all__ = ["Rollout", "from_episode", "imagine", "repeat_obs", "score_in_world_model",
            "start_observations", "step_batch", "to_policy_batch"]

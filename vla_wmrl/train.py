@@ -357,20 +357,20 @@ def _check_world_model_fits(world_model, envs, sim: SimConfig) -> None:
 
 def rollouts_to_episode_data(rollouts: list[Rollout], image_keys: list[str]):
     """Real rollouts as world-model training data (sparse reward: 1 at a successful episode's last step)."""
-    from vla_wmrl.train_world_model import _assemble
+    from vla_wmrl.train_world_model import assemble_episodes
 
     frames = torch.from_numpy(np.concatenate([np.concatenate([r.images[k] for k in image_keys], axis=-1)
                                               for r in rollouts])).permute(0, 3, 1, 2).contiguous()
     success = torch.from_numpy(np.concatenate([np.eye(1, r.length, r.length - 1)[0] * (r.real_success > 0.5)
                                                for r in rollouts])).float()
-    return _assemble(frames, torch.from_numpy(np.concatenate([r.state for r in rollouts])).float(),
+    return assemble_episodes(frames, torch.from_numpy(np.concatenate([r.state for r in rollouts])).float(),
                      torch.from_numpy(np.concatenate([r.action for r in rollouts])).float(), success.clone(), success,
                      [r.length for r in rollouts])
 
 
-def write_side_by_side(rollouts: list[Rollout], video_dir: Path, fps: int, scale: int = 4) -> list[str]:
+def write_side_by_side(rollouts: list[Rollout], video_dir: Path, fps: int) -> list[str]:
     """mp4 per rollout: real | imagined (open-loop replay of the same actions from the same start) | |difference|."""
-    import imageio.v2 as imageio
+    from vla_wmrl.eval import write_video
 
     video_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -379,12 +379,10 @@ def write_side_by_side(rollouts: list[Rollout], video_dir: Path, fps: int, scale
             continue
         real = r.images[next(iter(r.images))][1:]  # frame t + 1 follows action t
         imag = np.stack(r.frames_imagined[: len(real)])
-        diff = np.abs(real.astype(int) - imag.astype(int)).astype(np.uint8)
+        diff = np.abs(real[: len(imag)].astype(int) - imag.astype(int)).astype(np.uint8)
         video = np.concatenate([real[: len(imag)], imag, diff], axis=2)
-        video = np.repeat(np.repeat(video, scale, axis=1), scale, axis=2)
         path = video_dir / f"real_imagined_{i}_{'success' if r.real_success > 0.5 else 'failure'}.mp4"
-        imageio.mimwrite(path, list(video), fps=fps, macro_block_size=1)
-        written.append(str(path))
+        written.append(str(write_video(path, list(video), fps)))
     return written
 
 

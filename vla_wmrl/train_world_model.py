@@ -114,11 +114,12 @@ class EpisodeData:
         """The frames of the given episodes (indices into ``episodes``), re-indexed."""
         idx = torch.cat([torch.arange(*self.episodes[e]) for e in episode_ids])
         lengths = [self.episodes[e][1] - self.episodes[e][0] for e in episode_ids]
-        return _assemble(self.frames[idx], self.states[idx], self.actions[idx], self.reward[idx], self.success[idx],
+        return assemble_episodes(self.frames[idx], self.states[idx], self.actions[idx], self.reward[idx], self.success[idx],
                          lengths)
 
 
-def _assemble(frames, states, actions, reward, success, lengths) -> EpisodeData:
+def assemble_episodes(frames, states, actions, reward, success, lengths) -> EpisodeData:
+    """Per-frame tensors of consecutive episodes of the given ``lengths`` as :class:`EpisodeData`."""
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int)
     episodes = [(int(s), int(s + n)) for s, n in zip(starts, lengths)]
     ep_start = torch.cat([torch.full((n,), s) for s, n in zip(starts, lengths)])
@@ -149,7 +150,7 @@ def load_episodes(roots: list[str | Path], image_keys: list[str]) -> EpisodeData
         _, counts = torch.unique_consecutive(ep_index, return_counts=True)
         lengths += counts.tolist()
     cat = {k: torch.cat(v) for k, v in parts.items()}
-    return _assemble(cat["frames"], cat["states"], cat["actions"], cat["reward"], cat["success"], lengths)
+    return assemble_episodes(cat["frames"], cat["states"], cat["actions"], cat["reward"], cat["success"], lengths)
 
 
 def make_windows(data: EpisodeData, index: torch.Tensor, context: int, steps: int) -> dict[str, torch.Tensor]:
