@@ -77,6 +77,20 @@ class DatasetSpec:
         return [f"{OBS_IMAGES}.{c}" for c in self.cameras]
 
     @property
+    def square_image_size(self) -> int:
+        """The cameras' common square image size (what the world models need).
+
+        Raises:
+            ValueError: images are not square or differ between cameras; the message says how to resize.
+        """
+        sizes = {self.image_shapes[c][:2] for c in self.cameras}
+        if len(sizes) != 1 or len(set(next(iter(sizes)))) != 1:
+            raise ValueError(f"dataset {self.repo_id} has camera images of (H, W, C) {self.image_shapes}; the world "
+                             f"models need square images of one size: resize the dataset first with "
+                             f"`python -m vla_wmrl.resize_dataset src={self.root} dst=<new dir> image_size=64`")
+        return next(iter(sizes))[0]
+
+    @property
     def observation_space(self) -> gym.spaces.Dict:
         """The policy's observation space, laid out like the simulators' (``sims.base``)."""
         spaces = {f"{OBS_IMAGES}.{c}": gym.spaces.Box(0, 255, self.image_shapes[c], np.uint8) for c in self.cameras}

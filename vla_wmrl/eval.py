@@ -57,9 +57,10 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int, scale: int = 4) 
 def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int = 100000,
              deterministic: bool = True, videos: int = 0, video_dir: str | Path | None = None,
              task: str | None = None, env_kwargs: dict | None = None, asynchronous: bool = True,
-             progress: bool = True) -> dict:
+             progress: bool = True, envs=None) -> dict:
     """Run ``episodes`` seeded episodes of ``policy`` and return the summary figures.
 
+    ``envs``: an open vector env of this sim to run in (kept open) instead of starting new worker processes.
     ``asynchronous=False`` needs ``num_envs=1``: ``run_episodes`` keeps stepping a worker whose episode ended while
     others run, which gymnasium's SyncVectorEnv (autoreset disabled) rejects; the async env tolerates it.
 
@@ -74,7 +75,9 @@ def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int
     if not asynchronous and num_envs > 1:
         raise ValueError("asynchronous=False needs num_envs=1 (see the docstring)")
     kwargs = {**sim.env_kwargs(), **(env_kwargs or {})}
-    envs = sims.make_vector_env(sim.name, num_envs, asynchronous=asynchronous and num_envs > 1, **kwargs)
+    own_envs = envs is None
+    if own_envs:
+        envs = sims.make_vector_env(sim.name, num_envs, asynchronous=asynchronous and num_envs > 1, **kwargs)
     results, written, t0 = [], [], time.perf_counter()
     try:
         check_env_compat(policy.config, envs.single_observation_space, envs.single_action_space,
@@ -94,7 +97,8 @@ def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int
                 bar.update(1)
                 bar.set_postfix(success=f"{np.mean([r['success'] for r in results]):.2f}")
     finally:
-        envs.close()
+        if own_envs:
+            envs.close()
     results.sort(key=lambda r: r["seed"])
     success = np.array([r["success"] for r in results], dtype=float)
     return {"sim": sim.name, "episodes": episodes, "success_rate": float(success.mean()),

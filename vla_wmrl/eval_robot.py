@@ -133,6 +133,18 @@ def evaluate_robot(env: RobotEnv, policy, episodes: int, seed: int = 0) -> dict:
             "dataset": str(env.record_root) if env.record_root else None}
 
 
+def make_operator(kind: str, robot, input_fn=input):
+    """The operator who resets the scene and labels episodes: ``auto`` (the simulated robot resets itself, else the
+    keyboard), ``keyboard`` (Enter to reset, y/n to label) or ``sim``."""
+    if kind == "auto":
+        return SimOperator(robot) if hasattr(robot, "reset_scene") else KeyboardOperator(input_fn)
+    if kind == "keyboard":
+        return KeyboardOperator(input_fn)
+    if kind == "sim":
+        return SimOperator(robot)
+    raise ValueError(f"unknown operator {kind!r}; valid: ['auto', 'keyboard', 'sim']")
+
+
 def _success_fn(spec: str | None):
     if not spec:
         return None
@@ -155,15 +167,8 @@ def run(cfg: DictConfig, run_dir: str | Path, input_fn=input) -> dict:
                              action_margin=cfg.action_margin, max_action_delta=cfg.max_action_delta,
                              read_timeout_s=cfg.read_timeout_s, stop_when_robot_done=cfg.stop_when_robot_done,
                              video=cfg.video)
-    if cfg.operator == "auto":
-        operator = SimOperator(robot) if hasattr(robot, "reset_scene") else KeyboardOperator(input_fn)
-    elif cfg.operator == "keyboard":
-        operator = KeyboardOperator(input_fn)
-    elif cfg.operator == "sim":
-        operator = SimOperator(robot)
-    else:
-        raise ValueError(f"unknown operator {cfg.operator!r}; valid: ['auto', 'keyboard', 'sim']")
-    env = RobotEnv(robot, spec, env_cfg, operator=operator, success_fn=_success_fn(cfg.success_classifier),
+    env = RobotEnv(robot, spec, env_cfg, operator=make_operator(cfg.operator, robot, input_fn),
+                   success_fn=_success_fn(cfg.success_classifier),
                    record_root=cfg.root, repo_id=cfg.repo_id, overwrite=cfg.overwrite)
     env.connect()
     summary = evaluate_robot(env, policy, cfg.episodes, cfg.seed)

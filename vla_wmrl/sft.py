@@ -4,6 +4,11 @@ Usage::
 
     python -m vla_wmrl.sft sim=robosuite_lift dataset=data/robosuite_lift/expert_50 episodes=10 steps=1100
     python -m vla_wmrl.sft sim=mujoco_reach dataset=data/mujoco_reach/expert_100 steps=500 policy.hidden_dim=128
+    python -m vla_wmrl.sft sim=null dataset=data/so101_pick_cube steps=2000     # a robot's dataset, no simulator
+
+With a simulator the policy acts in its normalised [-1, 1] action box and must fit its observations; without one
+(``sim=null``) the dataset alone defines the task and the policy acts in the dataset's recorded action range (a real
+arm's joint units).
 
 The dataset is small (tens of episodes), so it is decoded once into memory and minibatches are drawn from tensors:
 no video decoding in the training loop. Writes TensorBoard scalars (``tb/``), atomic checkpoints
@@ -92,6 +97,39 @@ def sample_batch(frames: dict, idx: torch.Tensor, device: str) -> dict:
     return batch
 
 
+def build_policy(name: str, policy_kwargs: dict, meta, dataset: str | Path, sim: SimConfig | None = None,
+                 device: str = "cpu"):
+    """A fresh policy for a dataset (shapes and state statistics from its metadata).
+
+    With ``sim`` the policy acts in the simulator's [-1, 1] action box and is checked against the simulator's
+    spaces; with ``sim=None`` it acts in the dataset's recorded action range.
+
+    Raises:
+        ValueError: the dataset does not fit the simulator, or has no action statistics (``sim=None``).
+    """
+    from vla_wmrl.policies import check_env_compat, make_policy, make_policy_config
+
+    if sim is None:
+        from vla_wmrl.dataset_spec import dataset_spec
+
+        spec = dataset_spec(dataset)
+        if spec.action_min is None:
+            raise ValueError(f"dataset {dataset} has no action statistics (meta/stats.json); they define the "
+                             f"policy's action range without a simulator")
+        policy_kwargs = {**policy_kwargs, "action_low": spec.action_min.tolist(),
+                         "action_high": spec.action_max.tolist()}
+    policy = make_policy(make_policy_config(name, device=device, **policy_kwargs), meta)
+    if sim is not None:
+        import sims
+
+        env = sims.make_env(sim.name, **sim.env_kwargs())  # fail now, not at evaluation, if the data does not fit
+        try:
+            check_env_compat(policy.config, env.observation_space, env.action_space, source=f"dataset {dataset}")
+        finally:
+            env.close()
+    return policy
+
+
 def save_atomic(policy, path: Path) -> Path:
     """``save_pretrained`` into a temporary sibling directory, then rename it into place (a reader never sees a
     half-written checkpoint)."""
@@ -158,10 +196,7 @@ def train(policy, frames: dict, cfg: SFTConfig, run_dir: Path) -> dict:
 
 @hydra.main(config_path="../configs", config_name="sft", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    import sims
-    from vla_wmrl.policies import check_env_compat, make_policy, make_policy_config
-
-    sim = to_dataclass(SimConfig, cfg.sim)
+    sim = to_dataclass(SimConfig, cfg.sim) if cfg.get("sim") is not None else None
     sft = to_dataclass(SFTConfig, OmegaConf.masked_copy(cfg, [k for k in cfg if k not in ("sim", "policy")]))
     policy_kwargs = OmegaConf.to_container(cfg.policy, resolve=True)
     name = policy_kwargs.pop("name")
@@ -170,18 +205,12 @@ def main(cfg: DictConfig) -> dict:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
 
     frames, meta = load_frames(sft.dataset, sft.episodes)
-    config = make_policy_config(name, device=sft.device, **policy_kwargs)
-    policy = make_policy(config, meta)
-    env = sims.make_env(sim.name, **sim.env_kwargs())  # fail now, not at evaluation, if the data does not fit the sim
-    try:
-        check_env_compat(policy.config, env.observation_space, env.action_space, source=f"dataset {sft.dataset}")
-    finally:
-        env.close()
+    policy = build_policy(name, policy_kwargs, meta, sft.dataset, sim, sft.device)
     n_params = sum(p.numel() for p in policy.parameters())
     episodes = sft.episodes or meta.total_episodes
     log.info("%s (%d parameters) on %d frames of %d episodes from %s", name, n_params, len(frames["task"]),
              episodes, sft.dataset)
-    summary = {"sim": sim.name, "policy": name, "parameters": n_params, "dataset": sft.dataset,
+    summary = {"sim": sim.name if sim else None, "policy": name, "parameters": n_params, "dataset": sft.dataset,
                "episodes": episodes, "frames": len(frames["task"]), "tasks": sorted(set(frames["task"])),
                **train(policy, frames, sft, run_dir)}
     path = write_summary(run_dir, summary)

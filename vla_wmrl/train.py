@@ -3,6 +3,12 @@
     python -m vla_wmrl.train sim=robosuite_lift                  # default run
     python -m vla_wmrl.train sim=robosuite_lift +experiment=debug  # every stage shrunk: a minute or two
     python -m vla_wmrl.train sim=robosuite_lift wmrl.mode=sim      # baseline: every rollout in the real simulator
+    python -m vla_wmrl.train sim=null dataset=data/so101_pick robot=so101_follower robot.port=/dev/ttyACM0
+
+Without a simulator (``sim=null``) a LeRobotDataset defines the task: behaviour cloning and the world model train on
+it, imagined groups start from its episodes' first frames, and anchor and evaluation episodes run on the robot
+(``robot=...``, through LeRobot's drivers; see ``vla_wmrl.executors``). Without a robot too, only ``wmrl.mode=wm``
+can run.
 
 Stages (each cached by its configuration under ``cache_dir``, so a second run reuses what is done): collect expert
 demonstrations -> collect noisy-expert episodes -> behaviour-clone the VLA -> train the world model -> WMRL loop
@@ -29,12 +35,11 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
-import sims
 from vla_wmrl.algos.grpo import GRPO, GRPOConfig
 from vla_wmrl.config import ExpertConfig, SimConfig, to_dataclass, write_summary
 from vla_wmrl.correction import CorrectionConfig, RewardCorrector
-from vla_wmrl.imagination import (Rollout, from_episode, imagine, repeat_obs, score_in_world_model,
-                                  start_observations, step_batch, to_policy_batch)
+from vla_wmrl.imagination import (Rollout, from_episode, imagine, repeat_obs, score_in_world_model, step_batch,
+                                  to_policy_batch)
 from vla_wmrl.stages import run_stage
 
 log = logging.getLogger(__name__)
@@ -74,10 +79,6 @@ class WMRLConfig:
     threads: int = 1                 # torch CPU threads
 
 
-def _sim_kwargs(sim: SimConfig, horizon: int | None = None) -> dict:
-    return {**sim.env_kwargs(), **({"horizon": horizon} if horizon else {})}
-
-
 # ------------------------------------------------------------------------------------------------- stages
 def stage_data(cache: Path, sim: SimConfig, episodes: int, noise: float, seed: int) -> Path:
     """Expert (noise 0) or noisy-expert episodes as a LeRobotDataset."""
@@ -91,26 +92,28 @@ def stage_data(cache: Path, sim: SimConfig, episodes: int, noise: float, seed: i
     return out / "dataset"
 
 
-def stage_sft(cache: Path, sim: SimConfig, policy_cfg: dict, pipe: PipelineConfig, demos: Path, seed: int) -> Path:
+def stage_sft(cache: Path, sim: SimConfig | None, policy_cfg: dict, pipe: PipelineConfig, demos: Path,
+              seed: int) -> Path:
     """Behaviour-cloned VLA (the SFT base and the KL reference)."""
     from vla_wmrl import sft
-    from vla_wmrl.policies import make_policy, make_policy_config
+
+    episodes = pipe.sft_episodes if sim is not None else None  # a user's dataset is used whole
 
     def run(out: Path) -> dict:
-        frames, meta = sft.load_frames(demos, pipe.sft_episodes)
+        frames, meta = sft.load_frames(demos, episodes)
         kwargs = {k: v for k, v in policy_cfg.items() if k != "name"}
-        policy = make_policy(make_policy_config(policy_cfg["name"], device="cpu", **kwargs), meta)
-        cfg = sft.SFTConfig(dataset=str(demos), episodes=pipe.sft_episodes, steps=pipe.sft_steps,
+        policy = sft.build_policy(policy_cfg["name"], kwargs, meta, demos, sim)
+        cfg = sft.SFTConfig(dataset=str(demos), episodes=episodes, steps=pipe.sft_steps,
                             max_minutes=pipe.sft_minutes, seed=seed, threads=torch.get_num_threads())
         return sft.train(policy, frames, cfg, out)
 
-    spec = {"sim": asdict(sim), "policy": policy_cfg, "demos": str(demos), "episodes": pipe.sft_episodes,
+    spec = {"sim": asdict(sim) if sim else None, "policy": policy_cfg, "demos": str(demos), "episodes": episodes,
             "steps": pipe.sft_steps, "minutes": pipe.sft_minutes, "seed": seed}
     out, _ = run_stage(cache, "sft", spec, run)
     return out / "pretrained_model"
 
 
-def stage_world_model(cache: Path, sim: SimConfig, wm_cfg: dict, pipe: PipelineConfig, datasets: list[Path],
+def stage_world_model(cache: Path, sim: SimConfig | None, wm_cfg: dict, pipe: PipelineConfig, datasets: list[Path],
                       seed: int) -> Path:
     """World model trained on demonstrations + noisy-expert episodes."""
     from vla_wmrl import train_world_model as twm
@@ -121,7 +124,7 @@ def stage_world_model(cache: Path, sim: SimConfig, wm_cfg: dict, pipe: PipelineC
                                         num_threads=torch.get_num_threads())
         return twm.train(cfg, dict(wm_cfg), sim, out)
 
-    spec = {"sim": asdict(sim), "world_model": wm_cfg, "datasets": [str(d) for d in datasets],
+    spec = {"sim": asdict(sim) if sim else None, "world_model": wm_cfg, "datasets": [str(d) for d in datasets],
             "minutes": pipe.wm_minutes, "batch_size": pipe.wm_batch_size, "seed": seed}
     out, _ = run_stage(cache, "world_model", spec, run)
     return out / "checkpoints" / "last"
@@ -129,7 +132,8 @@ def stage_world_model(cache: Path, sim: SimConfig, wm_cfg: dict, pipe: PipelineC
 
 # ------------------------------------------------------------------------------------------------- the WMRL loop
 class WMRLTrainer:
-    """Holds what the loop needs: simulator workers, policy (+ frozen reference), world model, corrector, GRPO.
+    """Holds what the loop needs: the real executor (simulator workers or a robot), policy (+ frozen reference),
+    world model, corrector, GRPO.
 
     ``mode="sim"`` executes every group for real (standard RL, no world model); ``mode="wm"`` imagines every group
     (no anchors, no correction); ``mode="wmrl"`` imagines most groups and executes anchor groups for real.
@@ -138,27 +142,28 @@ class WMRLTrainer:
     TRAIN_SEED = 200_000   # start-state seeds of training groups (demonstrations use 0.., noisy episodes 1000..)
     EVAL_SEED = 100_000    # evaluation seeds (as in `python -m vla_wmrl.eval`)
 
-    def __init__(self, cfg: WMRLConfig, sim: SimConfig, policy, world_model, corr_cfg: CorrectionConfig,
+    def __init__(self, cfg: WMRLConfig, executor, policy, world_model, corr_cfg: CorrectionConfig,
                  algo_cfg: GRPOConfig, run_dir: Path, seed: int, wm_data=None):
         from vla_wmrl.policies import RolloutAdapter, check_env_compat
 
         if cfg.mode not in MODES:
             raise ValueError(f"unknown wmrl.mode {cfg.mode!r}; valid modes: {list(MODES)}")
-        self.cfg, self.sim, self.run_dir, self.seed = cfg, sim, run_dir, seed
+        if cfg.mode != "wm" and not executor.can_run:
+            raise ValueError(f"wmrl.mode={cfg.mode} executes episodes for real, but {executor.name} has no robot: "
+                             f"pass robot=<type>, or use wmrl.mode=wm (imagination only)")
+        self.cfg, self.executor, self.run_dir, self.seed = cfg, executor, run_dir, seed
         self.policy = policy
         self.algo = GRPO(policy, copy.deepcopy(policy), algo_cfg)
         self.corrector = RewardCorrector(corr_cfg)
         self.world_model, self.wm_data = world_model, wm_data
-        self.envs = sims.make_vector_env(sim.name, cfg.num_envs, **_sim_kwargs(sim, cfg.horizon))
-        check_env_compat(policy.config, self.envs.single_observation_space, self.envs.single_action_space,
+        check_env_compat(policy.config, executor.observation_space, executor.action_space,
                          source=f"policy ({policy.config.type})")
-        self.start_env = sims.make_env(sim.name, **_sim_kwargs(sim, cfg.horizon))  # start frames for imagination
-        self.image_keys = [k for k in self.envs.single_observation_space.spaces if k.startswith("observation.images.")]
+        self.image_keys = list(executor.image_keys)
         self.imagined = None
         if world_model is not None:
             from world_models import ImaginedVectorEnv
 
-            _check_world_model_fits(world_model, self.envs, sim)
+            _check_world_model_fits(world_model, executor)
             self.imagined = ImaginedVectorEnv(world_model, horizon=cfg.horizon, seed=seed)
             self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
         self.adapter = RolloutAdapter(policy)
@@ -171,8 +176,6 @@ class WMRLTrainer:
     # ------------------------------------------------------------------------------------------------------------
     def collect_groups(self, seeds: list[int], anchors: np.ndarray) -> tuple[list[list[Rollout]], dict]:
         """Imagine the non-anchor groups while the anchor groups run in the simulator workers, concurrently."""
-        from vla_wmrl.rollout import run_episodes
-
         G, t0 = self.cfg.group_size, time.perf_counter()
         real_seeds = [s for s, a in zip(seeds, anchors) if a]
         imag_seeds = [s for s, a in zip(seeds, anchors) if not a]
@@ -180,15 +183,14 @@ class WMRLTrainer:
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
 
-            episodes = list(run_episodes(self.envs, RolloutAdapter(self.policy), [s for s in real_seeds
-                                                                                  for _ in range(G)]))
+            episodes = self.executor.run(RolloutAdapter(self.policy), [s for s in real_seeds for _ in range(G)])
             return episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(run_real) if real_seeds else None
             imagined = []
             if imag_seeds:
-                start = repeat_obs(start_observations(self.start_env, imag_seeds), G)
+                start = repeat_obs(self.executor.start_observations(imag_seeds), G)
                 imagined = imagine(self.imagined, self.adapter, start, self.cfg.horizon)
             imag_s = time.perf_counter() - t0
             episodes, real_s = future.result() if future else ([], 0.0)
@@ -286,13 +288,10 @@ class WMRLTrainer:
         return {"wm/finetune_loss": float(np.mean(losses)) if losses else float("nan")}
 
     def evaluate(self, episodes: int, video_dir: Path | None = None) -> dict:
-        from vla_wmrl.eval import evaluate
-
-        result = evaluate(self.policy, self.sim, episodes, self.cfg.num_envs, seed=self.EVAL_SEED,
-                          deterministic=True, env_kwargs={"horizon": self.cfg.horizon}, progress=False)
+        result = self.executor.evaluate(self.policy, episodes, seed=self.EVAL_SEED)
         if video_dir is not None and self.cfg.videos:
             result["side_by_side"] = write_side_by_side(self.last_anchor_rollouts[: self.cfg.videos], video_dir,
-                                                        self.sim.fps)
+                                                        self.executor.fps)
         return result
 
     # ------------------------------------------------------------------------------------------------------------
@@ -333,26 +332,26 @@ class WMRLTrainer:
         log.info("resumed from %s at update %d", path, self.update_idx)
 
     def close(self) -> None:
-        self.envs.close()
-        self.start_env.close()
+        self.executor.close()
 
 
-def _check_world_model_fits(world_model, envs, sim: SimConfig) -> None:
+def _check_world_model_fits(world_model, executor) -> None:
     """Fail before any training when the world model was trained for other observations or actions."""
     wcfg = world_model.cfg
-    space = envs.single_observation_space
-    env_keys = sorted(k for k in space.spaces if k.startswith("observation.images."))
+    space = executor.observation_space
+    env_keys = sorted(executor.image_keys)
+    what = "sim" if hasattr(executor, "sim") else "dataset"
     problems = []
     if sorted(wcfg.image_keys) != env_keys:
-        problems.append(f"cameras: world model {sorted(wcfg.image_keys)} vs sim {env_keys}")
-    if wcfg.image_size != sim.image_size:
-        problems.append(f"image size: world model {wcfg.image_size} px vs sim {sim.image_size} px")
-    if wcfg.action_dim != envs.single_action_space.shape[0]:
-        problems.append(f"action dimension: world model {wcfg.action_dim} vs sim {envs.single_action_space.shape[0]}")
+        problems.append(f"cameras: world model {sorted(wcfg.image_keys)} vs {what} {env_keys}")
+    if wcfg.image_size != executor.image_size:
+        problems.append(f"image size: world model {wcfg.image_size} px vs {what} {executor.image_size} px")
+    if wcfg.action_dim != executor.action_space.shape[0]:
+        problems.append(f"action dimension: world model {wcfg.action_dim} vs {what} {executor.action_space.shape[0]}")
     if wcfg.state_dim != space["observation.state"].shape[0]:
-        problems.append(f"state dimension: world model {wcfg.state_dim} vs sim {space['observation.state'].shape[0]}")
+        problems.append(f"state dimension: world model {wcfg.state_dim} vs {what} {space['observation.state'].shape[0]}")
     if problems:
-        raise ValueError(f"the world model does not fit sim {sim.name}: " + "; ".join(problems))
+        raise ValueError(f"the world model does not fit {executor.name}: " + "; ".join(problems))
 
 
 def rollouts_to_episode_data(rollouts: list[Rollout], image_keys: list[str]):
@@ -391,7 +390,17 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     """Every stage of the pipeline; returns the summary (also written to ``run_dir/summary.json``)."""
     from torch.utils.tensorboard import SummaryWriter
 
-    sim = to_dataclass(SimConfig, cfg.sim)
+    from vla_wmrl.executors import RobotExecutor, RobotRunConfig, SimExecutor
+
+    sim = to_dataclass(SimConfig, cfg.sim) if cfg.get("sim") is not None else None
+    dataset, robot_cfg = cfg.get("dataset"), cfg.get("robot")
+    if sim is None and not dataset:
+        raise ValueError("sim=null needs dataset=<LeRobotDataset path or repo id>: without a simulator the dataset "
+                         "defines the task")
+    if sim is not None and robot_cfg is not None:
+        raise ValueError(f"robot={robot_cfg.get('type')} runs real episodes on a robot; drop sim={sim.name} "
+                         f"(sim=null dataset=<the robot's dataset>)")
+    robot_run = to_dataclass(RobotRunConfig, cfg.get("robot_run") or {})
     pipe = to_dataclass(PipelineConfig, cfg.pipeline)
     wcfg = to_dataclass(WMRLConfig, cfg.wmrl)
     if wcfg.mode not in MODES:  # before any stage runs
@@ -405,25 +414,35 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     cache = Path(cfg.cache_dir)
     t_start = time.perf_counter()
 
-    demos = stage_data(cache, sim, pipe.demo_episodes, 0.0, seed=0)
+    demos = stage_data(cache, sim, pipe.demo_episodes, 0.0, seed=0) if sim is not None else Path(dataset)
     policy_path = Path(cfg.policy_path) if cfg.policy_path else stage_sft(cache, sim, policy_cfg, pipe, demos, cfg.seed)
     world_model, wm_data, wm_path = None, None, None
     if wcfg.mode != "sim":
-        noisy = stage_data(cache, sim, pipe.wm_episodes, pipe.wm_noise, seed=1000)
+        wm_datasets = [demos] if sim is None else [demos, stage_data(cache, sim, pipe.wm_episodes, pipe.wm_noise,
+                                                                     seed=1000)]
         wm_path = (Path(cfg.world_model_path) if cfg.world_model_path
-                   else stage_world_model(cache, sim, wm_cfg, pipe, [demos, noisy], cfg.seed))
+                   else stage_world_model(cache, sim, wm_cfg, pipe, wm_datasets, cfg.seed))
         from vla_wmrl.train_world_model import load_episodes
         from world_models import load_world_model
 
         world_model = load_world_model(wm_path)
         if wcfg.wm_finetune_every:
-            wm_data = load_episodes([demos, noisy], list(world_model.cfg.image_keys))
+            wm_data = load_episodes(wm_datasets, list(world_model.cfg.image_keys))
     pipeline_seconds = time.perf_counter() - t_start
 
     from vla_wmrl.policies import load_policy
 
     policy = load_policy(policy_path, device="cpu")
-    trainer = WMRLTrainer(wcfg, sim, policy, world_model, corr_cfg, algo_cfg, run_dir, cfg.seed, wm_data)
+    if sim is not None:
+        executor = SimExecutor(sim, wcfg.horizon, wcfg.num_envs)
+    else:
+        executor = RobotExecutor(str(dataset), OmegaConf.to_container(robot_cfg, resolve=True) if robot_cfg else None,
+                                 wcfg.horizon, robot_run, record_root=run_dir / "robot_episodes")
+    try:
+        trainer = WMRLTrainer(wcfg, executor, policy, world_model, corr_cfg, algo_cfg, run_dir, cfg.seed, wm_data)
+    except BaseException:
+        executor.close()
+        raise
     ckpt = run_dir / "checkpoint"
     writer = SummaryWriter(str(run_dir / "tensorboard"))
     try:
@@ -455,7 +474,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                 trainer.save(ckpt)
         final = trainer.history[-1]
         trainer.policy.save_pretrained(run_dir / "policy")
-        summary = {"sim": sim.name, "mode": wcfg.mode, "correction": asdict(corr_cfg), "updates": trainer.update_idx,
+        summary = {"sim": sim.name if sim else None, "dataset": str(dataset) if sim is None else None,
+                   "robot": robot_cfg.get("type") if robot_cfg else None, "mode": wcfg.mode, "correction": asdict(corr_cfg), "updates": trainer.update_idx,
                    "base_success_rate": trainer.history[0]["success_rate"],
                    "final_success_rate": final["success_rate"],
                    "improvement_points": 100 * (final["success_rate"] - trainer.history[0]["success_rate"]),

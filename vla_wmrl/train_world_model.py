@@ -5,6 +5,7 @@ Usage::
     python -m vla_wmrl.train_world_model sim=robosuite_lift world_model=conv \
         dataset=[data/robosuite_lift/expert_50,data/robosuite_lift/noisy_100]
     python -m vla_wmrl.train_world_model ... resume=true          # continue from the last checkpoint
+    python -m vla_wmrl.train_world_model sim=null dataset=data/so101_pick_cube   # shapes from the dataset alone
 
 Every frame is decoded once into memory (a few thousand 64x64 frames are a few tens of MB); training windows
 (``context`` past frames, ``rollout_steps`` actions and what followed them) are then cut from those tensors with the
@@ -203,8 +204,14 @@ def last_checkpoint(ckpt_dir: Path) -> Path | None:
 # ---------------------------------------------------------------------------------------------------------------- #
 # Training
 # ---------------------------------------------------------------------------------------------------------------- #
-def env_shapes(sim: SimConfig) -> tuple[list[str], int, int, int]:
-    """Image keys, image size, state and action dimensions of the simulator (made once, then closed)."""
+def task_shapes(sim: SimConfig | None, dataset: str | Path) -> tuple[list[str], int, int, int]:
+    """Image keys, image size, state and action dimensions of the simulator (made once, then closed), or, with
+    ``sim=None``, of the dataset (from its metadata)."""
+    if sim is None:
+        from vla_wmrl.dataset_spec import dataset_spec
+
+        spec = dataset_spec(dataset)
+        return spec.image_keys, spec.square_image_size, spec.state_dim, spec.action_dim
     import sims
 
     env = sims.make_env(sim.name, **sim.env_kwargs())
@@ -231,8 +238,9 @@ def validate(model: WorldModel, val: EpisodeData, gen: torch.Generator, n: int =
             "psnr_copy_last": float(psnr(batch[FRAMES][:, T - 1], target)[m].mean())}
 
 
-def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig, run_dir: str | Path) -> dict:
+def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, run_dir: str | Path) -> dict:
     """Train world model ``model_cfg["name"]`` on ``cfg.dataset``; checkpoints and TensorBoard under ``run_dir``.
+    Shapes come from ``sim``, or from the (first) dataset when ``sim`` is None.
 
     Returns:
         Summary figures (also written to ``run_dir/summary.json``).
@@ -258,9 +266,10 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig, run_dir: 
     if not roots:
         raise ValueError("no dataset given; pass dataset=<path> or dataset=[path1,path2]")
 
-    image_keys, image_size, state_dim, action_dim = env_shapes(sim)
+    image_keys, image_size, state_dim, action_dim = task_shapes(sim, roots[0])
     for root in roots:
-        check_dataset_matches(root, image_keys, image_size, state_dim, action_dim, what=f"sim {sim.name}")
+        check_dataset_matches(root, image_keys, image_size, state_dim, action_dim,
+                              what=f"sim {sim.name}" if sim else f"dataset {roots[0]}")
     model = world_models.make_world_model(model_cfg["name"], {
         **model_cfg, "image_keys": image_keys, "image_size": image_size, "state_dim": state_dim,
         "action_dim": action_dim}).to(cfg.device)
@@ -333,7 +342,7 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig, run_dir: 
     finally:
         bar.close()
         writer.close()
-        summary = {"status": status, "world_model": model_cfg["name"], "sim": sim.name, "datasets": roots,
+        summary = {"status": status, "world_model": model_cfg["name"], "sim": sim.name if sim else None, "datasets": roots,
                    "frames": len(data), "episodes": n_ep, "steps": step, "trained_minutes": trained_s / 60,
                    "wall_minutes": (time.perf_counter() - t_start) / 60, "checkpoint": str(ckpt_dir / "last"),
                    "parameters": sum(p.numel() for p in model.parameters()), "val": last_val,
@@ -344,7 +353,7 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig, run_dir: 
 
 @hydra.main(config_path="../configs", config_name="train_world_model", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    sim = to_dataclass(SimConfig, cfg.sim)
+    sim = to_dataclass(SimConfig, cfg.sim) if cfg.get("sim") is not None else None
     model_cfg = OmegaConf.to_container(cfg.world_model, resolve=True)
     world_models.make_config(model_cfg["name"], model_cfg)  # fail on a misspelt model key before loading data
     train_keys = {k: v for k, v in cfg.items() if k not in ("sim", "world_model", "run_name")}

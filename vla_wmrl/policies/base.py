@@ -106,9 +106,11 @@ def check_env_compat(config, observation_space, action_space, source: str = "pol
     if want_a != got_a:
         raise ValueError(f"{source} outputs actions of shape {want_a} but the environment expects {got_a}: "
                          f"the checkpoint was trained for another robot or task")
-    if not (np.allclose(action_space.low, -1.0) and np.allclose(action_space.high, 1.0)):
-        raise ValueError(f"{source} squashes actions into [-1, 1] but the environment's action box is "
-                         f"[{action_space.low}, {action_space.high}]")
+    low, high = getattr(config, "action_range", ([-1.0] * want_a[0], [1.0] * want_a[0]))
+    if not (np.allclose(action_space.low, low, rtol=1e-4, atol=1e-5)
+            and np.allclose(action_space.high, high, rtol=1e-4, atol=1e-5)):
+        raise ValueError(f"{source} acts in the range [{np.asarray(low)}, {np.asarray(high)}] but the environment's "
+                         f"action box is [{action_space.low}, {action_space.high}]")
     env_features = {}
     for key, space in observation_space.spaces.items():
         if key.startswith(f"{OBS_IMAGES}."):

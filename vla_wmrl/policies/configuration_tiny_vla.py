@@ -33,6 +33,10 @@ class TinyVLAConfig(PreTrainedConfig):
         std_loss_weight: weight of the negative log-likelihood term that fits the standard deviation in ``forward``.
         std_fit_action_clip: demonstrated actions are clipped to +-this for that term (atanh(+-1) is infinite).
         entropy_samples: Monte-Carlo samples for the tanh-Jacobian part of ``entropy``.
+        action_low: per-dimension lower end of the action range the squashed Gaussian is mapped onto; None = -1
+            (a simulator's normalised action box). Real arms act in joint units: ``sim=null`` training sets it to
+            the dataset's recorded minimum.
+        action_high: the upper end; None = +1.
         optimizer_lr: AdamW learning rate (LeRobot optimizer preset).
         optimizer_weight_decay: AdamW weight decay.
         optimizer_grad_clip_norm: gradient-norm clip.
@@ -53,6 +57,8 @@ class TinyVLAConfig(PreTrainedConfig):
     std_loss_weight: float = 0.05
     std_fit_action_clip: float = 0.97
     entropy_samples: int = 16
+    action_low: list[float] | None = None
+    action_high: list[float] | None = None
 
     optimizer_lr: float = 3e-4
     optimizer_weight_decay: float = 1e-4
@@ -70,6 +76,10 @@ class TinyVLAConfig(PreTrainedConfig):
             raise ValueError(f"log_std_min ({self.log_std_min}) must be below log_std_max ({self.log_std_max})")
         if not self.conv_channels:
             raise ValueError("conv_channels needs at least one layer")
+        if (self.action_low is None) != (self.action_high is None):
+            raise ValueError("set both action_low and action_high, or neither")
+        if self.action_low is not None and any(lo > hi for lo, hi in zip(self.action_low, self.action_high)):
+            raise ValueError(f"action_low {self.action_low} exceeds action_high {self.action_high}")
 
     def get_optimizer_preset(self) -> AdamWConfig:
         return AdamWConfig(lr=self.optimizer_lr, weight_decay=self.optimizer_weight_decay,
@@ -97,6 +107,17 @@ class TinyVLAConfig(PreTrainedConfig):
     def action_dim(self) -> int:
         """Size of the action vector."""
         return int(self.action_feature.shape[0])
+
+    @property
+    def action_range(self) -> tuple[list[float], list[float]]:
+        """(low, high) of the actions, per dimension."""
+        a = self.action_dim
+        if self.action_low is None:
+            return [-1.0] * a, [1.0] * a
+        if len(self.action_low) != a or len(self.action_high) != a:
+            raise ValueError(f"action_low/action_high have {len(self.action_low)}/{len(self.action_high)} entries "
+                             f"but the action has {a} dimensions")
+        return list(map(float, self.action_low)), list(map(float, self.action_high))
 
     @property
     def observation_delta_indices(self) -> None:

@@ -4,7 +4,8 @@
     instruction bytes --GRU--> (B, T) ----+--> MLP --> mean (B, A) of a Gaussian over pre-tanh actions u
     state --(x - mean) / std--> (B, D) ---+            log_std (A,) learned, state-independent
 
-    action a = tanh(u), in the env's [-1, 1] action box.
+    action a = c + h * tanh(u): the env's [-1, 1] box (c = 0, h = 1), or a real arm's range in joint units
+    (``config.action_low``/``action_high``; the policy works in the normalised [-1, 1] space inside).
 
 The instruction encoder is tokenizer-free (UTF-8 bytes -> embedding -> GRU) and trained end-to-end, so it needs no
 downloaded weights; embeddings are computed once per distinct instruction in a batch, and cached in inference.
@@ -130,6 +131,9 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         self.trunk = nn.Sequential(*layers)
         self.mean_head = nn.Linear(width, a)
         self.log_std = nn.Parameter(torch.full((a,), float(config.init_log_std)))
+        low, high = (torch.tensor(v, dtype=torch.float32) for v in config.action_range)
+        self.register_buffer("action_center", (high + low) / 2, persistent=False)
+        self.register_buffer("action_half", ((high - low) / 2).clamp_min(1e-6), persistent=False)
         self._text_cache: dict[str, Tensor] = {}
 
     # ---------------------------------------------------------------- LeRobot's PreTrainedPolicy interface ------ #
@@ -156,27 +160,29 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
     @torch.no_grad()
     def select_action(self, batch: dict, deterministic: bool = False, generator: torch.Generator | None = None,
                       **kwargs) -> Tensor:
-        """Actions (B, A) in [-1, 1]: ``tanh(mean)`` if ``deterministic``, else ``tanh(mean + std * noise)``."""
+        """Actions (B, A) in the action range: ``tanh(mean)`` if ``deterministic``, else
+        ``tanh(mean + std * noise)``, mapped from [-1, 1] onto the range."""
         mean, log_std = self._distribution(batch)
         if deterministic:
-            return torch.tanh(mean)
+            return self._unnormalize(torch.tanh(mean))
         noise = torch.randn(mean.shape, generator=generator, device=mean.device)
-        return torch.tanh(mean + log_std.exp() * noise)
+        return self._unnormalize(torch.tanh(mean + log_std.exp() * noise))
 
     # ----------------------------------------------------------------------------- StochasticPolicy ------------- #
     def log_prob(self, batch: dict, actions: Tensor) -> Tensor:
-        """log p(a) = log N(atanh a; mean, std) - sum log(1 - a^2), summed over action dimensions -> (B,)."""
+        """log p(a) = log N(atanh x; mean, std) - sum log(1 - x^2) - sum log h, with x = (a - c) / h the action
+        in [-1, 1], summed over action dimensions -> (B,)."""
         mean, log_std = self._distribution(batch)
-        return self._log_prob(mean, log_std, actions)
+        return self._log_prob(mean, log_std, self._normalize(actions)) - self.action_half.log().sum()
 
     def entropy(self, batch: dict) -> Tensor:
-        """H(a) = H(u) + E[sum log(1 - tanh(u)^2)]: the Gaussian part exactly, the Jacobian part by Monte Carlo
+        """H(a) = H(u) + E[sum log(1 - tanh(u)^2)] + sum log h: the Gaussian part exactly, the Jacobian part by Monte Carlo
         (``config.entropy_samples`` reparameterised samples, so it is differentiable) -> (B,)."""
         mean, log_std = self._distribution(batch)
         gauss = (0.5 * math.log(2 * math.pi * math.e) + log_std).sum(-1).expand(mean.shape[0])
         u = mean.unsqueeze(0) + log_std.exp() * torch.randn(self.config.entropy_samples, *mean.shape,
                                                              device=mean.device)
-        return gauss + _log_one_minus_tanh_sq(u).sum(-1).mean(0)
+        return gauss + _log_one_minus_tanh_sq(u).sum(-1).mean(0) + self.action_half.log().sum()
 
     def forward(self, batch: dict) -> tuple[Tensor, dict]:
         """Behaviour-cloning loss: MSE between ``tanh(mean)`` and the demonstrated action, plus a small
@@ -190,6 +196,7 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         mean, log_std = self._distribution(batch)
         if actions.shape != mean.shape:
             raise ValueError(f"'action' must have shape {tuple(mean.shape)}, received {tuple(actions.shape)}")
+        actions = self._normalize(actions)  # the loss lives in the normalised [-1, 1] space
         mse = F.mse_loss(torch.tanh(mean), actions)
         # Experts often command exactly +-1; atanh of that is huge and would inflate the fitted std, so the
         # standard deviation is fitted to actions clipped slightly inside the box.
@@ -225,6 +232,12 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         table = torch.stack([fresh[t] for t in unique])
         index = torch.tensor([unique.index(t) for t in tasks], device=table.device)
         return table[index]
+
+    def _normalize(self, actions: Tensor) -> Tensor:
+        return (actions - self.action_center) / self.action_half
+
+    def _unnormalize(self, x: Tensor) -> Tensor:
+        return self.action_center + self.action_half * x
 
     @staticmethod
     def _log_prob(mean: Tensor, log_std: Tensor, actions: Tensor) -> Tensor:
