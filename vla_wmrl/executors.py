@@ -9,7 +9,7 @@ The trainer (``vla_wmrl.train``) needs four things from "reality", and both exec
 - ``evaluate(policy, episodes)``: the success rate of the deterministic policy.
 
 :class:`SimExecutor` does all of it in a simulator: seeded resets, vectorised episodes in worker processes.
-:class:`RobotExecutor` is the simulator-free path (``sim=null dataset=<LeRobotDataset>``): imagined groups start from
+:class:`RobotExecutor` is the simulator-free path (``sim=none dataset=<LeRobotDataset>``): imagined groups start from
 the first frames of the dataset's episodes, and anchor and evaluation episodes run on a LeRobot ``Robot`` through
 :class:`vla_wmrl.robot_env.RobotEnv` (operator resets and labels, safety, every episode recorded). Without a robot
 (``robot`` unset) only imagination runs: ``wmrl.mode=wm``.

@@ -4,10 +4,10 @@ Usage::
 
     python -m vla_wmrl.sft sim=robosuite_lift dataset=data/robosuite_lift/expert_50 episodes=10 steps=1100
     python -m vla_wmrl.sft sim=mujoco_reach dataset=data/mujoco_reach/expert_100 steps=500 policy.hidden_dim=128
-    python -m vla_wmrl.sft sim=null dataset=data/so101_pick_cube steps=2000     # a robot's dataset, no simulator
+    python -m vla_wmrl.sft sim=none dataset=data/so101_pick_cube steps=2000     # a robot's dataset, no simulator
 
 With a simulator the policy acts in its normalised [-1, 1] action box and must fit its observations; without one
-(``sim=null``) the dataset alone defines the task and the policy acts in the dataset's recorded action range (a real
+(``sim=none``) the dataset alone defines the task and the policy acts in the dataset's recorded action range (a real
 arm's joint units).
 
 The dataset is small (tens of episodes), so it is decoded once into memory and minibatches are drawn from tensors:

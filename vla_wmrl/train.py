@@ -3,9 +3,9 @@
     python -m vla_wmrl.train sim=robosuite_lift                  # default run
     python -m vla_wmrl.train sim=robosuite_lift +experiment=debug  # every stage shrunk: a minute or two
     python -m vla_wmrl.train sim=robosuite_lift wmrl.mode=sim      # baseline: every rollout in the real simulator
-    python -m vla_wmrl.train sim=null dataset=data/so101_pick robot=so101_follower robot.port=/dev/ttyACM0
+    python -m vla_wmrl.train sim=none dataset=data/so101_pick robot=so101_follower robot.port=/dev/ttyACM0
 
-Without a simulator (``sim=null``) a LeRobotDataset defines the task: behaviour cloning and the world model train on
+Without a simulator (``sim=none``) a LeRobotDataset defines the task: behaviour cloning and the world model train on
 it, imagined groups start from its episodes' first frames, and anchor and evaluation episodes run on the robot
 (``robot=...``, through LeRobot's drivers; see ``vla_wmrl.executors``). Without a robot too, only ``wmrl.mode=wm``
 can run.
@@ -395,11 +395,11 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     sim = to_dataclass(SimConfig, cfg.sim) if cfg.get("sim") is not None else None
     dataset, robot_cfg = cfg.get("dataset"), cfg.get("robot")
     if sim is None and not dataset:
-        raise ValueError("sim=null needs dataset=<LeRobotDataset path or repo id>: without a simulator the dataset "
+        raise ValueError("sim=none needs dataset=<LeRobotDataset path or repo id>: without a simulator the dataset "
                          "defines the task")
     if sim is not None and robot_cfg is not None:
         raise ValueError(f"robot={robot_cfg.get('type')} runs real episodes on a robot; drop sim={sim.name} "
-                         f"(sim=null dataset=<the robot's dataset>)")
+                         f"(sim=none dataset=<the robot's dataset>)")
     robot_run = to_dataclass(RobotRunConfig, cfg.get("robot_run") or {})
     pipe = to_dataclass(PipelineConfig, cfg.pipeline)
     wcfg = to_dataclass(WMRLConfig, cfg.wmrl)

@@ -5,7 +5,7 @@ Usage::
     python -m vla_wmrl.train_world_model sim=robosuite_lift world_model=conv \
         dataset=[data/robosuite_lift/expert_50,data/robosuite_lift/noisy_100]
     python -m vla_wmrl.train_world_model ... resume=true          # continue from the last checkpoint
-    python -m vla_wmrl.train_world_model sim=null dataset=data/so101_pick_cube   # shapes from the dataset alone
+    python -m vla_wmrl.train_world_model sim=none dataset=data/so101_pick_cube   # shapes from the dataset alone
 
 Every frame is decoded once into memory (a few thousand 64x64 frames are a few tens of MB); training windows
 (``context`` past frames, ``rollout_steps`` actions and what followed them) are then cut from those tensors with the

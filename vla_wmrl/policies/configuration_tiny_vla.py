@@ -34,7 +34,7 @@ class TinyVLAConfig(PreTrainedConfig):
         std_fit_action_clip: demonstrated actions are clipped to +-this for that term (atanh(+-1) is infinite).
         entropy_samples: Monte-Carlo samples for the tanh-Jacobian part of ``entropy``.
         action_low: per-dimension lower end of the action range the squashed Gaussian is mapped onto; None = -1
-            (a simulator's normalised action box). Real arms act in joint units: ``sim=null`` training sets it to
+            (a simulator's normalised action box). Real arms act in joint units: ``sim=none`` training sets it to
             the dataset's recorded minimum.
         action_high: the upper end; None = +1.
         optimizer_lr: AdamW learning rate (LeRobot optimizer preset).

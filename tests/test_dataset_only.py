@@ -1,0 +1,99 @@
+"""Training from a LeRobotDataset alone (`sim=none dataset=...`), with anchor and evaluation episodes on a robot.
+
+The robot is `vla_wmrl_sim`: a real LeRobot `Robot` subclass driving MuJoCo, so the whole robot path runs here.
+The dataset is an ordinary recorded LeRobotDataset; no simulator is made by the trainer.
+"""
+
+import json
+
+import numpy as np
+import pytest
+from hydra import compose, initialize
+
+from vla_wmrl import train
+
+
+def _cfg(tmp_path, dataset, *overrides):
+    with initialize(config_path="../configs", version_base="1.3"):
+        return compose("train", overrides=[
+            "sim=none", f"dataset={dataset}", "+experiment=debug", f"cache_dir={tmp_path / 'cache'}",
+            "wmrl.updates=2", "wmrl.eval_episodes=2", "wmrl.horizon=15", *overrides])
+
+
+@pytest.fixture(scope="module")
+def robot_run(reach_dataset, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dataset_only")
+    cfg = _cfg(tmp, reach_dataset, "robot=vla_wmrl_sim", f"robot.calibration_dir={tmp / 'calibration'}",
+               "robot_run.realtime=false", "correction.anchor_fraction=0.5")
+    return tmp, train.run(cfg, tmp / "run")
+
+
+def test_train_from_a_dataset_with_anchor_episodes_on_a_robot(robot_run, reach_dataset):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from vla_wmrl.dataset_spec import dataset_spec
+    from vla_wmrl.policies import load_policy
+
+    tmp, summary = robot_run
+    assert summary["sim"] is None and summary["robot"] == "vla_wmrl_sim" and summary["updates"] == 2
+    assert summary["real_env_steps"] > 0  # anchor groups ran on the robot
+    assert 0.0 <= summary["final_success_rate"] <= 1.0
+    # Only the dataset-driven stages ran: nothing was collected in a simulator.
+    assert sorted(p.name.split("-")[0] for p in (tmp / "cache").iterdir()) == ["sft", "world_model"]
+    # Every robot episode (anchors, evaluations) was recorded into a LeRobotDataset that LeRobot loads.
+    rec = tmp / "run" / "robot_episodes"
+    ds = LeRobotDataset("local/robot_episodes", root=rec)
+    evals = 2 * len(summary["history"])
+    anchors = ds.meta.total_episodes - evals
+    assert anchors > 0 and anchors % 4 == 0  # whole groups of group_size 4
+    assert set(ds.meta.features) >= {"observation.state", "action", "next.success"}
+    # The policy acts in the dataset's recorded action range (a real arm's units), not a simulator's box.
+    spec = dataset_spec(reach_dataset)
+    policy = load_policy(tmp / "run" / "policy")
+    assert np.allclose(policy.config.action_low, spec.action_min, atol=1e-5)
+    assert np.allclose(policy.config.action_high, spec.action_max, atol=1e-5)
+    assert json.loads((tmp / "run" / "summary.json").read_text())["dataset"] == str(reach_dataset)
+
+
+def test_world_model_only_needs_no_robot_and_real_modes_say_what_is_missing(robot_run, reach_dataset, tmp_path):
+    tmp, _ = robot_run
+    summary = train.run(_cfg(tmp, reach_dataset, "wmrl.mode=wm", "wmrl.updates=1"), tmp_path / "wm")
+    assert summary["mode"] == "wm" and summary["real_env_steps"] == 0 and summary["robot"] is None
+    with pytest.raises(ValueError, match="has no robot.*robot=<type>.*wmrl.mode=wm"):
+        train.run(_cfg(tmp, reach_dataset), tmp_path / "wmrl")
+    with pytest.raises(ValueError, match="needs dataset="):
+        with initialize(config_path="../configs", version_base="1.3"):
+            cfg = compose("train", overrides=["sim=none", "+experiment=debug"])
+        train.run(cfg, tmp_path / "none")
+
+
+def test_policy_action_range_maps_and_log_probs_stay_consistent():
+    """A policy with a real arm's action range samples inside it, and log-probabilities change only by the
+    constant Jacobian of the affine map (GRPO ratios are unchanged)."""
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+
+    from vla_wmrl.policies import make_policy, make_policy_config
+
+    def policy(**kw):
+        cfg = make_policy_config("tiny_vla", conv_channels=[8], image_embed_dim=8, text_hidden_dim=8, hidden_dim=16,
+                                 **kw)
+        cfg.input_features = {"observation.images.top": PolicyFeature(FeatureType.VISUAL, (3, 16, 16)),
+                              "observation.state": PolicyFeature(FeatureType.STATE, (2,))}
+        cfg.output_features = {"action": PolicyFeature(FeatureType.ACTION, (2,))}
+        torch.manual_seed(0)
+        return make_policy(cfg)
+
+    low, high = [-100.0, 0.0], [100.0, 50.0]
+    unit, arm = policy(), policy(action_low=low, action_high=high)
+    batch = {"observation.images.top": torch.rand(64, 3, 16, 16), "observation.state": torch.randn(64, 2),
+             "task": ["pick"] * 64}
+    a = arm.select_action(batch)
+    assert (a >= torch.tensor(low)).all() and (a <= torch.tensor(high)).all() and a[:, 0].abs().max() > 1.5
+    x = unit.select_action(batch, deterministic=True)
+    center, half = torch.tensor([0.0, 25.0]), torch.tensor([100.0, 25.0])
+    assert torch.allclose(arm.select_action(batch, deterministic=True), center + half * x, atol=1e-4)
+    lp_unit, lp_arm = unit.log_prob(batch, x * 0.9), arm.log_prob(batch, center + half * x * 0.9)
+    assert torch.allclose(lp_arm, lp_unit - half.log().sum(), atol=1e-3)
+    with pytest.raises(ValueError, match="action_low"):
+        make_policy_config("tiny_vla", action_low=[0.0])
