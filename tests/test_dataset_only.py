@@ -97,3 +97,50 @@ def test_policy_action_range_maps_and_log_probs_stay_consistent():
     assert torch.allclose(lp_arm, lp_unit - half.log().sum(), atol=1e-3)
     with pytest.raises(ValueError, match="action_low"):
         make_policy_config("tiny_vla", action_low=[0.0])
+
+
+def test_resized_dataset_drives_a_robot_with_larger_camera_frames(reach_dataset, tmp_path):
+    """A robot's dataset is resized once (`vla_wmrl.resize_dataset`); on the robot, live camera frames are resized
+    the same way, so the policy sees what it was trained on, and the episodes are recorded at the dataset's size."""
+    from hydra import initialize_config_dir
+
+    from vla_wmrl.data import load_dataset, resize_images
+    from vla_wmrl.dataset_spec import dataset_spec
+    from vla_wmrl.eval_robot import run
+    from vla_wmrl.resize_dataset import resize_dataset
+
+    small = resize_dataset(reach_dataset, tmp_path / "reach32", image_size=32)
+    src, dst = dataset_spec(reach_dataset), dataset_spec(tmp_path / "reach32")
+    assert dst.image_shapes == {"top": (32, 32, 3)} and small["frames"] == src.num_frames
+    assert (dst.num_episodes, dst.state_dim, dst.action_dim, dst.instructions) == \
+        (src.num_episodes, src.state_dim, src.action_dim, src.instructions)
+    a, b = load_dataset(reach_dataset)[5], load_dataset(tmp_path / "reach32")[5]
+    assert np.allclose(a["observation.state"], b["observation.state"]) and a["task"] == b["task"]
+    expected = resize_images((a["observation.images.top"].permute(1, 2, 0) * 255).round().byte().numpy(), 32)
+    got = (b["observation.images.top"].permute(1, 2, 0) * 255).round().numpy()
+    assert np.abs(got - expected.astype(float)).mean() < 8  # only the video codec's error
+
+    from pathlib import Path
+    configs = str(Path(__file__).resolve().parents[1] / "configs")
+    with initialize_config_dir(config_dir=configs, version_base="1.3"):
+        cfg = lambda *o: compose("eval_robot", overrides=[  # noqa: E731
+            "robot=vla_wmrl_sim", f"robot.calibration_dir={tmp_path / 'cal'}", "policy_path=expert",
+            f"dataset={tmp_path / 'reach32'}", "episodes=2", "realtime=false", "episode_time_s=3", *o])
+        with pytest.raises(ValueError, match=r"\(64, 64, 3\).*\(32, 32, 3\).*resize_images"):
+            run(cfg(f"root={tmp_path / 'rec_bad'}"), tmp_path / "bad")
+        summary = run(cfg(f"root={tmp_path / 'rec'}", "resize_images=squash"), tmp_path / "ok")
+    assert summary["episodes"] == 2 and summary["success_rate"] == 1.0
+    assert dataset_spec(tmp_path / "rec").image_shapes == {"top": (32, 32, 3)}
+
+
+def test_resize_images_squash_and_crop():
+    from vla_wmrl.data import resize_images
+
+    img = np.zeros((48, 64, 3), np.uint8)
+    img[:, 8:56] = 200  # the central 48x48 square is bright, the side bands dark
+    assert resize_images(img, 16).shape == (16, 16, 3)
+    assert resize_images(img, 16, "crop").min() == 200  # crop keeps only the central square
+    assert resize_images(img, 16, "squash")[:, 0].max() < 100  # squash keeps the dark bands at the sides
+    assert resize_images(np.stack([img, img]), 16).shape == (2, 16, 16, 3)
+    with pytest.raises(ValueError, match="valid"):
+        resize_images(img, 16, "stretch")

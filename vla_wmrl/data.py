@@ -74,6 +74,35 @@ def write_episode(dataset, episode: Episode) -> None:
     dataset.save_episode()
 
 
+RESIZE_MODES = ("squash", "crop")
+
+
+def resize_images(images: np.ndarray, size: int, mode: str = "squash") -> np.ndarray:
+    """Resize (..., H, W, 3) uint8 images to (..., size, size, 3) with antialiased bilinear filtering.
+
+    ``squash`` keeps the whole field of view (the aspect ratio changes); ``crop`` takes the central square first.
+    The same function serves datasets (``vla_wmrl.resize_dataset``) and live robot cameras (``vla_wmrl.robot_env``),
+    so the policy sees identically processed images in training and on the robot.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    if mode not in RESIZE_MODES:
+        raise ValueError(f"unknown resize mode {mode!r}; valid: {list(RESIZE_MODES)}")
+    images = np.asarray(images)
+    lead, (h, w) = images.shape[:-3], images.shape[-3:-1]
+    if (h, w) == (size, size):
+        return images
+    x = torch.from_numpy(np.ascontiguousarray(images.reshape(-1, h, w, images.shape[-1]))).permute(0, 3, 1, 2)
+    if mode == "crop":
+        side = min(h, w)
+        top, left = (h - side) // 2, (w - side) // 2
+        x = x[:, :, top:top + side, left:left + side]
+    y = F.interpolate(x.float(), size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    out = y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+    return out.reshape(*lead, size, size, images.shape[-1])
+
+
 def load_dataset(root: str | Path, repo_id: str | None = None, delta_timestamps: dict | None = None, episodes=None):
     """Open a local LeRobotDataset for reading (offline).
 

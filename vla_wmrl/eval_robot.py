@@ -166,7 +166,7 @@ def run(cfg: DictConfig, run_dir: str | Path, input_fn=input) -> dict:
     env_cfg = RobotEnvConfig(episode_time_s=cfg.episode_time_s, fps=cfg.fps, realtime=cfg.realtime, task=cfg.task,
                              action_margin=cfg.action_margin, max_action_delta=cfg.max_action_delta,
                              read_timeout_s=cfg.read_timeout_s, stop_when_robot_done=cfg.stop_when_robot_done,
-                             video=cfg.video)
+                             video=cfg.video, resize_images=cfg.get("resize_images"))
     env = RobotEnv(robot, spec, env_cfg, operator=make_operator(cfg.operator, robot, input_fn),
                    success_fn=_success_fn(cfg.success_classifier),
                    record_root=cfg.root, repo_id=cfg.repo_id, overwrite=cfg.overwrite)

@@ -40,6 +40,7 @@ class RobotRunConfig:
     max_action_delta: float | None = None  # max change of each action entry per step; null = off
     read_timeout_s: float = 5.0      # a slower robot call stops the run as unresponsive
     video: bool = True               # record the robot episodes' images as mp4
+    resize_images: str | None = None  # squash | crop: camera frames resized to the dataset's (see resize_dataset)
 
 
 class SimExecutor:
@@ -117,7 +118,8 @@ class RobotExecutor:
             self.name = f"robot {robot_cfg['type']} on dataset {self.spec.repo_id}"
             env_cfg = RobotEnvConfig(episode_time_s=horizon / self.fps, realtime=rc.realtime, task=rc.task,
                                      action_margin=rc.action_margin, max_action_delta=rc.max_action_delta,
-                                     read_timeout_s=rc.read_timeout_s, video=rc.video)
+                                     read_timeout_s=rc.read_timeout_s, video=rc.video,
+                                     resize_images=rc.resize_images)
             self.env = RobotEnv(robot, self.spec, env_cfg, operator=make_operator(rc.operator, robot),
                                 success_fn=_success_fn(rc.success_classifier), record_root=record_root,
                                 repo_id=f"local/robot_episodes_{robot_cfg['type']}")

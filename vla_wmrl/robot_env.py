@@ -58,6 +58,8 @@ class RobotEnvConfig:
     read_timeout_s: float | None = 5.0      # a robot call taking longer means an unresponsive robot; None = no limit
     stop_when_robot_done: bool = True       # end the episode when the robot says so (a simulated robot's success)
     video: bool = True                      # record images as mp4 (LeRobot's default); false = PNG
+    resize_images: str | None = None        # squash | crop: resize camera frames to the dataset's size (as
+                                            # vla_wmrl.resize_dataset did); None = sizes must match
 
 
 class KeyboardOperator:
@@ -102,8 +104,9 @@ def _describe(features: dict) -> str:
     return ", ".join(f"{k}: {getattr(v, '__name__', v)}" for k, v in features.items())
 
 
-def match_features(robot, spec: DatasetSpec) -> tuple[list[str], list[str], list[str]]:
-    """Map a robot's features onto the dataset's (= the policy's) inputs and outputs.
+def match_features(robot, spec: DatasetSpec, resize: bool = False) -> tuple[list[str], list[str], list[str]]:
+    """Map a robot's features onto the dataset's (= the policy's) inputs and outputs. With ``resize``, camera
+    images may differ from the dataset's in height and width (they are resized), not in channels.
 
     Returns:
         (cameras, state keys, action keys): robot observation keys of each dataset camera, robot observation keys
@@ -122,9 +125,11 @@ def match_features(robot, spec: DatasetSpec) -> tuple[list[str], list[str], list
     if missing_cams:
         problems.append(f"missing camera(s) {missing_cams} (robot cameras: {sorted(robot_cams)})")
     for c in spec.cameras:
-        if c in robot_cams and robot_cams[c] != tuple(spec.image_shapes[c]):
-            problems.append(f"camera {c!r} gives images of shape {robot_cams[c]}, the dataset's are "
-                            f"{tuple(spec.image_shapes[c])}")
+        want = tuple(spec.image_shapes[c])
+        if c in robot_cams and (robot_cams[c][-1:] != want[-1:] if resize else robot_cams[c] != want):
+            problems.append(f"camera {c!r} gives images of shape {robot_cams[c]}, the dataset's are {want}"
+                            + ("" if resize else " (resize_images=squash|crop resizes them, as "
+                                                 "`python -m vla_wmrl.resize_dataset` did the dataset)"))
 
     def vector(kind: str, names: list[str] | None, dim: int, available: list[str]) -> list[str]:
         if names:
@@ -229,7 +234,8 @@ class RobotEnv:
         Raises:
             ValueError: the robot's features do not match (nothing is connected then), or no instruction is known.
         """
-        self.cameras, self.state_keys, self.action_keys = match_features(self.robot, self.spec)
+        self.cameras, self.state_keys, self.action_keys = match_features(self.robot, self.spec,
+                                                                         resize=bool(self.cfg.resize_images))
         if self.cfg.task is None and not hasattr(self.robot, "task") and len(self.spec.instructions) != 1:
             raise ValueError(f"which instruction? the dataset has {len(self.spec.instructions)}: "
                              f"{self.spec.instructions}; pass task=\"...\"")
@@ -315,7 +321,12 @@ class RobotEnv:
         obs = {OBS_STATE: state}
         for c in self.cameras:
             img = np.asarray(raw[c])
-            if img.shape != tuple(self.spec.image_shapes[c]):
+            want = tuple(self.spec.image_shapes[c])
+            if self.cfg.resize_images and img.ndim == 3 and img.shape != want and img.shape[-1] == want[-1]:
+                from vla_wmrl.data import resize_images
+
+                img = resize_images(img.astype(np.uint8, copy=False), want[0], self.cfg.resize_images)
+            if img.shape != want:
                 raise RobotStopped(f"camera {c!r} returned an image of shape {img.shape}, expected "
                                    f"{tuple(self.spec.image_shapes[c])}")
             obs[f"{OBS_IMAGES}.{c}"] = img.astype(np.uint8, copy=False)
