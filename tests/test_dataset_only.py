@@ -144,3 +144,28 @@ def test_resize_images_squash_and_crop():
     assert resize_images(np.stack([img, img]), 16).shape == (2, 16, 16, 3)
     with pytest.raises(ValueError, match="valid"):
         resize_images(img, 16, "stretch")
+
+
+def test_a_lerobot_record_dataset_without_success_labels_trains_the_world_model(reach_dataset, tmp_path):
+    """`lerobot-record` datasets have no next.* columns: their episodes count as successful demonstrations."""
+    from vla_wmrl.data import create_dataset, load_dataset
+    from vla_wmrl.dataset_spec import dataset_spec
+    from vla_wmrl.train_world_model import load_episodes
+
+    spec = dataset_spec(reach_dataset)
+    features = {k: v for k, v in spec.features().items() if not k.startswith("next.")}
+    out = create_dataset(tmp_path / "recorded", "local/recorded", spec.fps, features)
+    src, lengths = load_dataset(reach_dataset), []
+    for ep in range(3):
+        lo, hi = (int(src.meta.episodes[k][ep]) for k in ("dataset_from_index", "dataset_to_index"))
+        for i in range(lo, hi):
+            item = src[i]
+            out.add_frame({"observation.images.top": (item["observation.images.top"].permute(1, 2, 0) * 255)
+                           .round().byte().numpy(), "observation.state": item["observation.state"].numpy(),
+                           "action": item["action"].numpy(), "task": item["task"]})
+        out.save_episode()
+        lengths.append(hi - lo)
+    out.finalize()
+    data = load_episodes([tmp_path / "recorded"], spec.image_keys)
+    assert [e - s for s, e in data.episodes] == lengths
+    assert data.success.sum() == 3 and all(data.success[e - 1] == 1 for _, e in data.episodes)

@@ -136,6 +136,10 @@ def load_episodes(roots: list[str | Path], image_keys: list[str]) -> EpisodeData
     lengths = []
     for root in roots:
         ds = load_dataset(root)
+        labelled = "next.success" in ds.meta.features
+        if not labelled:
+            log.warning("%s has no next.success (a lerobot-record dataset): its episodes are taken as successful "
+                        "demonstrations, success (and reward 1) at each episode's last frame", root)
         loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=False, num_workers=0)
         ep_index = []
         for item in tqdm(loader, desc=f"decode {Path(root).name}", unit="batch", leave=False):
@@ -143,13 +147,18 @@ def load_episodes(roots: list[str | Path], image_keys: list[str]) -> EpisodeData
             parts["frames"].append((ims * 255).round().to(torch.uint8))
             parts["states"].append(item["observation.state"].float())
             parts["actions"].append(item["action"].float())
-            parts["reward"].append(item["next.reward"].float().reshape(-1))
-            parts["success"].append(item["next.success"].float().reshape(-1))
+            if labelled:
+                parts["reward"].append(item["next.reward"].float().reshape(-1))
+                parts["success"].append(item["next.success"].float().reshape(-1))
             ep_index.append(item["episode_index"].reshape(-1))
         ep_index = torch.cat(ep_index)
         # Frames come in episode order; count each episode's run.
         _, counts = torch.unique_consecutive(ep_index, return_counts=True)
         lengths += counts.tolist()
+        if not labelled:
+            last = torch.cat([(torch.arange(n) == n - 1).float() for n in counts.tolist()])
+            parts["reward"].append(last)
+            parts["success"].append(last.clone())
     cat = {k: torch.cat(v) for k, v in parts.items()}
     return assemble_episodes(cat["frames"], cat["states"], cat["actions"], cat["reward"], cat["success"], lengths)
 
