@@ -13,11 +13,13 @@ from vla_wmrl.correction import (
     MonotoneCalibrator,
     RewardCorrector,
     centred_squared_error,
+    disagreement_terms,
     group_advantages,
     inverse_variance_weights,
     normalised_disagreement,
     num_anchors,
     pool_adjacent_violators,
+    signal_variance,
     to_unit,
 )
 
@@ -322,3 +324,164 @@ def test_calibration_map_keeps_world_model_order():
     assert np.mean(np.abs(out_new.advantages - group_advantages(r, np.ones_like(r, bool))[0])) < np.mean(
         np.abs(out_ref.advantages - group_advantages(r, np.ones_like(r, bool))[0])
     )
+
+
+# ------------------------------------------------------------------------------- uncertainty-aware calibration
+def optimistic_where_unsure(rng, n):
+    """Truth P, reported sd s, and a world model that is optimistic by 2 s (model exploitation where data are scarce)."""
+    P = rng.uniform(0.1, 0.9, n)
+    s = rng.uniform(0.0, 0.15, n)
+    return P, s, np.clip(P + 2.0 * s + rng.normal(0, 0.01, n), 0, 1)
+
+
+def test_uncertainty_term_learns_penalty_and_reorders_a_group():
+    rng = np.random.default_rng(6)
+    cal = MonotoneCalibrator(uncertainty=True)
+    for _ in range(40):
+        P, s, p = optimistic_where_unsure(rng, 64)
+        cal.add(p, (rng.random(64) < P).astype(float), s)  # binary outcomes
+    assert -2.6 < cal.sd_slope < -1.4  # the optimism, measured on the anchors
+    # a sure rollout (p 0.7, truly 0.7) and an unsure, optimistic one (p 0.8, truly 0.5): a map of p alone keeps
+    # the wrong order; the uncertainty term fixes it
+    p, s = np.array([0.7, 0.8]), np.array([0.0, 0.15])
+    assert np.diff(cal(p, True, 0.05))[0] > 0 and np.diff(cal(p, True, 0.05, sd=s))[0] < 0
+    # without an sd the term is not applied; calibrators fitted without ``uncertainty`` ignore it
+    np.testing.assert_array_equal(cal(p), MonotoneCalibrator.__call__(cal, p))
+    plain = MonotoneCalibrator()
+    P, s, p = optimistic_where_unsure(rng, 300)
+    plain.add(p, P, s)
+    assert plain.fitted and plain.sd_slope == 0.0
+
+
+def test_uncertainty_term_shrinks_to_zero_when_sd_carries_no_bias():
+    rng = np.random.default_rng(7)
+    cal = MonotoneCalibrator(uncertainty=True)
+    for _ in range(40):
+        P = rng.uniform(0.1, 0.9, 64)
+        cal.add(P, (rng.random(64) < P).astype(float), rng.uniform(0, 0.15, 64))  # sd unrelated to the error
+    assert abs(cal.sd_slope) < 0.3  # a slope the buffer cannot tell from 0 is (mostly) shrunk away
+
+
+def test_uncertainty_calibration_improves_within_group_advantages():
+    rng = np.random.default_rng(8)
+    cfgs = {u: CorrectionConfig(denoise=False, calibration_uncertainty=u) for u in (False, True)}
+    corrs = {u: RewardCorrector(c) for u, c in cfgs.items()}
+    for _ in range(30):
+        P, s, p = (x.reshape(16, 8) for x in optimistic_where_unsure(rng, 128))
+        for c in corrs.values():
+            c.process(p, (rng.random(P.shape) < P).astype(float), np.ones(16, bool), pred_var=s**2)
+    P, s, p = (x.reshape(16, 8) for x in optimistic_where_unsure(rng, 128))
+    a_true = group_advantages(P, np.ones_like(P, bool))[0]
+    err = {u: np.mean((c.process(p, None, np.zeros(16, bool), pred_var=s**2).advantages - a_true) ** 2)
+           for u, c in corrs.items()}
+    assert err[True] < 0.5 * err[False]
+    assert corrs[True].stats()["uncertainty_slope"] < -1.0 and corrs[False].stats()["uncertainty_slope"] == 0.0
+
+
+def test_uncertainty_state_round_trip_and_old_states_load():
+    rng = np.random.default_rng(9)
+    cal = MonotoneCalibrator(uncertainty=True, min_pairs=100)
+    P, s, p = optimistic_where_unsure(rng, 300)
+    cal.add(p, P, s)
+    other = MonotoneCalibrator(uncertainty=True)
+    other.load_state_dict(json.loads(json.dumps(cal.state_dict())))
+    np.testing.assert_array_equal(other(p, True, 0.05, sd=s), cal(p, True, 0.05, sd=s))
+    old = {k: v for k, v in cal.state_dict().items() if k not in ("sd", "sd_slope", "sd_ref")}  # saved before the term
+    other.load_state_dict(old)
+    assert other.sd_slope == 0.0 and other.sd.size == other.pred.size
+
+
+# ------------------------------------------------------------------------------- outcome noise, reliability weights
+def test_disagreement_net_of_known_outcome_noise():
+    # noisy real reward (sd 0.3): the raw disagreement is mostly outcome noise; net of the known noise it is the world
+    # model's own error, 0 for a perfect world model and e2 / Var(r) for one with error sd 0.2
+    rng = np.random.default_rng(10)
+    raw, net, noisy_wm = [], [], []
+    for _ in range(4000):
+        P = rng.uniform(0, 1, 8)
+        r = P + rng.normal(0, 0.3, 8)
+        raw.append(normalised_disagreement(P, r))
+        net.append(disagreement_terms(P, r, noise=np.full(8, 0.09)))
+        noisy_wm.append(disagreement_terms(P + rng.normal(0, 0.2, 8), r, noise=np.full(8, 0.09)))
+    ratio_of_means = lambda terms: np.mean([t[0] for t in terms]) / np.mean([t[1] for t in terms])
+    expected = 0.04 / (1 / 12 + 0.09)  # E[e2] / E[Var(r)], the (n - 1) / n factors cancel
+    assert np.mean(raw) > 0.5 and abs(ratio_of_means(net)) < 0.01
+    assert ratio_of_means(noisy_wm) == pytest.approx(expected, rel=0.1)
+    # hand values: f = r exactly, declared noise 0.1 on 2 samples: numerator 0 - 1/2 * 0.1, Var(r) 0.25
+    assert disagreement_terms(np.array([0.0, 1.0]), np.array([0.0, 1.0]), noise=np.full(2, 0.1)) == pytest.approx((-0.05, 0.25))
+    aw = AnchorWeight(half_life=1.0, freeze_after=2)
+    aw.observe_terms(-0.05, 0.25)
+    assert aw.D == 0.0  # a negative average error counts as 0
+    aw.observe_terms(0.45, 0.25)  # averages 0.2 and 0.25
+    assert aw.D == pytest.approx(0.8) and aw.c == pytest.approx(1 / 0.8)
+
+
+def test_outcome_noise_config_and_real_var_feed_the_anchor_weight():
+    rng = np.random.default_rng(11)
+    corr = {k: RewardCorrector(CorrectionConfig(min_pairs=50, freeze_after=4, **kw))
+            for k, kw in (("exact", {}), ("declared", {"outcome_noise_var": 0.09}), ("per_rollout", {}))}
+    for _ in range(20):
+        P = rng.uniform(0, 1, (4, 8))
+        r = P + rng.normal(0, 0.3, P.shape)
+        for k, c in corr.items():
+            c.process(P, r, np.ones(4, bool), real_var=np.full(P.shape, 0.09) if k == "per_rollout" else None)
+    d = {k: c.stats()["disagreement"] for k, c in corr.items()}
+    assert d["declared"] == pytest.approx(d["per_rollout"]) and d["declared"] < 0.3 * d["exact"]
+    with pytest.raises(ValueError, match="real_var"):
+        corr["exact"].process(P, r, np.ones(4, bool), real_var=np.full(P.shape, -1.0))
+
+
+def test_signal_variance_hand_value():
+    scores = np.array([[0.0, 1.0, 0.5], [0.2, 0.4, 9.0]])
+    var = np.array([[0.03, 0.03, 0.03], [0.01, 0.01, 9.0]])
+    mask = np.array([[True, True, True], [True, True, False]])
+    # group 0: Var 1/6, noise 2/3 * 0.03 = 0.02; group 1: Var 0.01, noise 1/2 * 0.01 = 0.005
+    assert signal_variance(scores, var, mask) == pytest.approx(((1 / 6 - 0.02) + (0.01 - 0.005)) / 2)
+    assert signal_variance(scores, var, np.zeros_like(mask)) == 0.0
+
+
+@pytest.mark.parametrize("spread", [0.3, 0.01])
+def test_reliability_weights_track_true_advantages_at_any_signal_scale(spread):
+    """Scores = truth + noise of known, varying variance. Weighting by the reliability tau2 / (tau2 + v) (the posterior
+    shrinkage of each centred score) recovers the true advantages better than 1 / (v + eps) with a fixed eps, whose
+    fit depends on how eps compares with the signal's spread."""
+    rng = np.random.default_rng(12)
+    P = rng.normal(0.5, spread, (400, 8))
+    v = (spread * 10 ** rng.uniform(-1.5, 0.5, P.shape)) ** 2  # per-sample noise sd from 3% to 300% of the spread
+    p = P + rng.normal(0, 1, P.shape) * np.sqrt(v)
+    a_true = group_advantages(P, np.ones_like(P, bool))[0]
+
+    def cosine(mode):
+        out = RewardCorrector(CorrectionConfig(debias=False, sample_weighting=mode, score_range=(-1.0, 2.0))).process(
+            p, None, np.zeros(400, bool), pred_var=v
+        )
+        g = out.weights * out.advantages
+        return np.mean(np.sum(g * a_true, 1) / np.linalg.norm(g, axis=1) / np.linalg.norm(a_true, axis=1))
+
+    cos = {m: cosine(m) for m in ("inverse_variance", "reliability")}
+    unweighted = np.mean(np.sum(group_advantages(p, np.ones_like(p, bool))[0] * a_true, 1) / 8)
+    assert cos["reliability"] > cos["inverse_variance"] and cos["reliability"] > unweighted
+
+
+def test_calibrator_slope_hand_values():
+    cal = MonotoneCalibrator(buffer_size=6, min_pairs=6, refit_every=1, num_bins=10)
+    np.testing.assert_array_equal(cal.slope(np.array([0.2, 0.9])), [1.0, 1.0])  # identity until fitted
+    cal.add(np.array([0.12, 0.18, 0.52, 0.58, 0.82, 0.88]), np.array([0.3, 0.5, 0.1, 0.3, 0.8, 1.0]))
+    # knots (0.15, 0.3), (0.55, 0.3), (0.85, 0.9): slopes 0 then 2
+    np.testing.assert_allclose(cal.slope(np.array([0.35, 0.7])), [0.0, 2.0], atol=1e-9)
+    np.testing.assert_allclose(cal.slope(np.array([0.35, 0.7]), min_slope=0.05), [0.05, 0.95 * 2 + 0.05], atol=1e-9)
+
+
+def test_reliability_and_shrinkage_weights_hand_values():
+    p = np.array([[0.2, 0.4, 0.6, 0.8]])
+    v = np.array([[0.0, 0.01, 0.01, 0.04]])
+    tau2 = signal_variance(p, v, np.ones_like(p, bool))  # Var 0.05 - 3/4 * 0.015 = 0.03875
+    rel = 1.0 / (v + tau2)
+    for mode, expected in (("reliability", rel / rel.mean()), ("shrinkage", tau2 * rel)):
+        corr = RewardCorrector(CorrectionConfig(debias=False, sample_weighting=mode))
+        out = corr.process(p, None, np.zeros(1, bool), pred_var=v)
+        np.testing.assert_allclose(out.weights, expected)
+        assert corr.stats()["signal_var"] == pytest.approx(tau2)
+    assert (tau2 * rel).max() == 1.0  # shrinkage: a noiseless sample has weight 1, the others less
+    with pytest.raises(ValueError, match="sample_weighting"):
+        CorrectionConfig(sample_weighting="inverse")

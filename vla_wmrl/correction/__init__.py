@@ -16,7 +16,8 @@ Usage, once per training step::
                        lengths=None,  # (num_groups, G) trajectory lengths, for normaliser='length'
                        task_ids=None, # (num_groups,) ints, for per_task calibration
                        graded=None,   # (num_groups, G) bool: world model produced a score (default all True)
-                       real_graded=None)  # (num_groups, G) bool: anchor rollout has a real outcome (default True)
+                       real_graded=None,  # (num_groups, G) bool: anchor rollout has a real outcome (default True)
+                       real_var=None) # (num_groups, G) known noise variance of real outcomes, optional
     out.advantages   # (num_groups, G) GRPO advantages, 0 where not valid
     out.weights      # (num_groups, G) per-sample loss weights, 0 where not valid
     out.valid        # (num_groups, G) bool, samples that contribute
@@ -35,18 +36,27 @@ Conventions:
 Order of operations in ``process`` (one step):
     1. Map scores to [0, 1].
     2. For each anchor group: if the calibrator is fitted, fold the calibrated disagreement s2 (using the map *before*
-       this step's pairs, i.e. out of sample) into the anchor-weight average; then add its (pred, real) pairs to the
-       calibration buffer (which refits on its cadence).
-    3. Training scores: real outcomes on anchor rows; calibrated predictions f(p) on imagined rows (p if debias is off).
+       this step's pairs, i.e. out of sample; net of the outcome noise if it is known) into the anchor-weight average;
+       then add its (pred, real[, reported sd]) pairs to the calibration buffer (which refits on its cadence).
+    3. Training scores: real outcomes on anchor rows; calibrated predictions f(p) (or f(p, sd) with
+       ``calibration_uncertainty``) on imagined rows (p if debias is off).
     4. A = (x - mean) / (std + 1e-4) within each group over graded rollouts; groups with < 2 graded are skipped.
-    5. Weights = normaliser (1/|tau| or 1/k) x anchor weight (anchor rows) or normalised 1/(var + eps) (imagined rows).
+    5. Weights = normaliser (1/|tau| or 1/k) x anchor weight (anchor rows) or, on imagined rows, the reliability
+       1/(v + tau2) normalised to mean 1, with v the variance carried through the map and tau2 the within-group
+       variance of the true scores (``sample_weighting='reliability'``, default; the reference is 1/(var + 1e-3)).
 """
 
 from .advantages import group_advantages, normaliser_weights
 from .anchors import num_anchors, select_anchors
 from .calibrator import MonotoneCalibrator, centred_squared_error, pool_adjacent_violators
 from .core import CorrectionConfig, CorrectionOutput, RewardCorrector, to_unit
-from .denoising import AnchorWeight, inverse_variance_weights, normalised_disagreement
+from .denoising import (
+    AnchorWeight,
+    disagreement_terms,
+    inverse_variance_weights,
+    normalised_disagreement,
+    signal_variance,
+)
 
 __all__ = [
     "AnchorWeight",
@@ -55,6 +65,7 @@ __all__ = [
     "MonotoneCalibrator",
     "RewardCorrector",
     "centred_squared_error",
+    "disagreement_terms",
     "group_advantages",
     "inverse_variance_weights",
     "normalised_disagreement",
@@ -62,5 +73,6 @@ __all__ = [
     "num_anchors",
     "pool_adjacent_violators",
     "select_anchors",
+    "signal_variance",
     "to_unit",
 ]

@@ -10,7 +10,13 @@ import numpy as np
 from .advantages import group_advantages, normaliser_weights
 from .anchors import select_anchors
 from .calibrator import MonotoneCalibrator
-from .denoising import AnchorWeight, inverse_variance_weights, normalised_disagreement
+from .denoising import (
+    AnchorWeight,
+    disagreement_terms,
+    inverse_variance_weights,
+    normalised_disagreement,
+    signal_variance,
+)
 
 
 @dataclass
@@ -34,7 +40,11 @@ class CorrectionConfig:
     min_real_var: float = 1e-6  # anchor groups with Var(real) at or below this are skipped by the disagreement
     calibration_extrapolate: bool = True  # continue the end segments' slopes beyond the end knots (False: clamp)
     calibration_min_slope: float = 0.05  # blend f(p) with p so the map is strictly increasing (0: pure isotonic map)
-    var_eps: float = 1e-3  # eps in 1 / (var + eps), in calibrator units ([0, 1] scores)
+    calibration_uncertainty: bool = False  # also learn a linear term in the WM's reported sd (needs pred_var)
+    sample_weighting: str = "reliability"  # imagined-sample weights: 'reliability', 'inverse_variance' (reference),
+    #   or 'shrinkage' (reliability without the mean-1 normalisation); see docs/correction.md
+    var_eps: float = 1e-3  # eps in 1 / (var + eps) of 'inverse_variance', in calibrator units ([0, 1] scores)
+    outcome_noise_var: float = 0.0  # known variance of a real outcome about its expectation (raw units^2); 0: exact
     adv_eps: float = 1e-4  # eps in (x - mean) / (std + eps)
     normaliser: str = "constant"  # 'length' (1/|tau|, needs lengths) or 'constant' (1/normaliser_constant)
     normaliser_constant: float = 1.0  # k of the constant normaliser
@@ -51,6 +61,13 @@ class CorrectionConfig:
             raise ValueError(f"unknown normaliser {self.normaliser!r}; valid: 'length', 'constant'")
         if not 1.0 <= self.w_target <= self.w_max:
             raise ValueError(f"need 1 <= w_target <= w_max, got w_target={self.w_target}, w_max={self.w_max}")
+        if self.sample_weighting not in ("inverse_variance", "reliability", "shrinkage"):
+            raise ValueError(
+                f"unknown sample_weighting {self.sample_weighting!r}; valid: 'reliability', 'inverse_variance', "
+                "'shrinkage'"
+            )
+        if self.outcome_noise_var < 0:
+            raise ValueError(f"outcome_noise_var must be >= 0, got {self.outcome_noise_var}")
 
 
 @dataclass
@@ -93,6 +110,12 @@ def _check_finite(name: str, x: np.ndarray, mask: np.ndarray) -> None:
         )
 
 
+def _check_var(name: str, var: np.ndarray, mask: np.ndarray) -> None:
+    _check_finite(name, var, mask)
+    if (var[mask] < 0).any():
+        raise ValueError(f"{name} must be non-negative")
+
+
 class RewardCorrector:
     """Turns world-model and real scores of rollout groups into corrected GRPO advantages and loss weights.
 
@@ -105,7 +128,9 @@ class RewardCorrector:
     def __init__(self, config: CorrectionConfig | None = None):
         self.config = config or CorrectionConfig()
         cfg = self.config
-        self._make_calibrator = lambda: MonotoneCalibrator(cfg.buffer_size, cfg.min_pairs, cfg.refit_every, cfg.num_bins)
+        self._make_calibrator = lambda: MonotoneCalibrator(
+            cfg.buffer_size, cfg.min_pairs, cfg.refit_every, cfg.num_bins, cfg.calibration_uncertainty
+        )
         self.calibrator = self._make_calibrator()  # pooled over all tasks
         self.task_calibrators: dict[int, MonotoneCalibrator] = {}
         self.anchor_weight = AnchorWeight(cfg.w_target, cfg.w_max, cfg.ema_half_life, cfg.freeze_after)
@@ -125,13 +150,30 @@ class RewardCorrector:
         own = self.task_calibrators.get(int(task_id)) if task_id is not None else None
         return own if own is not None and own.fitted else self.calibrator
 
-    def calibrate(self, unit_scores: np.ndarray, task_id: int | None = None) -> np.ndarray:
-        """Apply the debiasing map to [0, 1] scores (identity if ``debias`` is off or nothing is fitted yet)."""
+    def calibrate(
+        self, unit_scores: np.ndarray, task_id: int | None = None, unit_sd: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Apply the debiasing map to [0, 1] scores (identity if ``debias`` is off or nothing is fitted yet).
+
+        Args:
+            unit_scores: Scores in [0, 1] (see :func:`to_unit`).
+            task_id: Task of these scores (``per_task``).
+            unit_sd: The world model's reported standard deviation of each score in [0, 1] units, used by the learned
+                uncertainty term (``calibration_uncertainty``); None: no such term.
+        """
         unit_scores = np.asarray(unit_scores, float)
         cfg = self.config
         if not cfg.debias:
             return unit_scores.copy()
-        return self.calibrator_for(task_id)(unit_scores, cfg.calibration_extrapolate, cfg.calibration_min_slope)
+        cal = self.calibrator_for(task_id)
+        return cal(unit_scores, cfg.calibration_extrapolate, cfg.calibration_min_slope, unit_sd)
+
+    def _map_slope(self, unit_scores: np.ndarray, task_id: int | None = None) -> np.ndarray:
+        """d f / d p of the debiasing map (1 when debiasing is off or nothing is fitted)."""
+        if not self.config.debias:
+            return np.ones(np.shape(unit_scores))
+        cfg = self.config
+        return self.calibrator_for(task_id).slope(unit_scores, cfg.calibration_extrapolate, cfg.calibration_min_slope)
 
     # ---------------------------------------------------------------------------------------------------- process
     def process(
@@ -144,6 +186,7 @@ class RewardCorrector:
         task_ids: np.ndarray | None = None,
         graded: np.ndarray | None = None,
         real_graded: np.ndarray | None = None,
+        real_var: np.ndarray | None = None,
     ) -> CorrectionOutput:
         """Correct one step's scores and return advantages, weights and the valid mask.
 
@@ -157,6 +200,8 @@ class RewardCorrector:
             task_ids: (num_groups,) ints, for ``per_task`` calibration.
             graded: (num_groups, G) bool, rollouts the world model scored (default all True).
             real_graded: (num_groups, G) bool, anchor rollouts with a real outcome (default all True on anchor rows).
+            real_var: (num_groups, G) known variance of each real outcome about its expectation, raw units squared;
+                read on anchor rows only; None: ``outcome_noise_var`` for every outcome.
 
         Returns:
             CorrectionOutput with advantages, weights, valid and the scores used.
@@ -184,6 +229,24 @@ class RewardCorrector:
             raise ValueError(f"task_ids has {len(tasks)} entries, expected {num_groups}")
         _check_finite("pred_scores", pred, graded)
         _check_finite("real_scores", real, real_graded)
+        lo, hi = cfg.score_range
+        paired = graded & real_graded
+        var = None if pred_var is None else np.asarray(pred_var, float)
+        if var is not None and var.shape != pred.shape:
+            raise ValueError(f"pred_var has shape {var.shape}, expected {pred.shape}")
+        sd_u = None  # world model's reported sd in [0, 1] units, for the calibrator's uncertainty term
+        if var is not None and cfg.calibration_uncertainty:
+            _check_var("pred_var", var, graded)
+            sd_u = np.sqrt(np.where(graded, var, 0.0)) / (hi - lo)
+        noise_u = None  # known outcome-noise variance in [0, 1] units; None: outcomes taken as exact (reference)
+        if cfg.outcome_noise_var > 0:
+            noise_u = np.full(pred.shape, cfg.outcome_noise_var / (hi - lo) ** 2)
+        if real_var is not None:
+            rv = np.asarray(real_var, float)
+            if rv.shape != pred.shape:
+                raise ValueError(f"real_var has shape {rv.shape}, expected {pred.shape}")
+            _check_var("real_var", rv, real_graded)
+            noise_u = np.where(real_graded, rv, 0.0) / (hi - lo) ** 2
 
         # 1. Raw units -> [0, 1] (1 = best); out-of-domain scores are clipped and counted.
         # NaN at ungraded positions keeps them out of the clip count (to_unit counts finite entries only).
@@ -192,20 +255,26 @@ class RewardCorrector:
         n_clipped = clipped_p + clipped_r
 
         # 2. Anchor groups: disagreement under the current map (out of sample), then feed the calibrators.
-        paired = graded & real_graded
         n_pairs_step = 0
         for i in np.flatnonzero(anchor):
             m = paired[i]
             if not m.any():
                 continue
             cal = self.calibrator_for(tasks[i])
+            sd_i = None if sd_u is None else sd_u[i, m]
             if cal.fitted:  # the anchor weight stays exactly 1 before calibration
-                s2 = normalised_disagreement(self.calibrate(u_pred[i, m], tasks[i]), u_real[i, m], cfg.min_real_var)
-                if s2 is not None:
-                    self.anchor_weight.observe(s2)
-            self.calibrator.add(u_pred[i, m], u_real[i, m])
+                f_i = self.calibrate(u_pred[i, m], tasks[i], sd_i)
+                if noise_u is None:  # reference: average of per-group ratios, constant-outcome groups skipped
+                    s2 = normalised_disagreement(f_i, u_real[i, m], cfg.min_real_var)
+                    if s2 is not None:
+                        self.anchor_weight.observe(s2)
+                else:  # known noise: ratio of averages over all groups (no selection on Var(r) > 0)
+                    terms = disagreement_terms(f_i, u_real[i, m], noise_u[i, m])
+                    if terms is not None:
+                        self.anchor_weight.observe_terms(*terms)
+            self.calibrator.add(u_pred[i, m], u_real[i, m], sd_i)
             if cfg.per_task and tasks[i] is not None:
-                self.task_calibrators.setdefault(tasks[i], self._make_calibrator()).add(u_pred[i, m], u_real[i, m])
+                self.task_calibrators.setdefault(tasks[i], self._make_calibrator()).add(u_pred[i, m], u_real[i, m], sd_i)
             n_pairs_step += int(m.sum())
 
         # 3. Training scores: real outcomes on anchor rows, calibrated predictions on imagined rows.
@@ -213,9 +282,9 @@ class RewardCorrector:
         imagined_rows = np.flatnonzero(~anchor)
         if cfg.per_task:
             for i in imagined_rows:
-                scores[i] = self.calibrate(u_pred[i], tasks[i])
+                scores[i] = self.calibrate(u_pred[i], tasks[i], None if sd_u is None else sd_u[i])
         else:  # one pooled map: a single vectorised call
-            scores[imagined_rows] = self.calibrate(u_pred[imagined_rows])
+            scores[imagined_rows] = self.calibrate(u_pred[imagined_rows], None, None if sd_u is None else sd_u[imagined_rows])
         score_mask = np.where(anchor[:, None], real_graded, graded)
 
         # 4. Group advantages over graded rollouts only.
@@ -226,15 +295,28 @@ class RewardCorrector:
         w_anchor = self.anchor_weight.weight if cfg.denoise else 1.0
         weights[anchor] *= w_anchor
         imagined = valid & ~anchor[:, None]
-        if cfg.denoise and pred_var is not None:
-            var = np.asarray(pred_var, float)
-            if var.shape != pred.shape:
-                raise ValueError(f"pred_var has shape {var.shape}, expected {pred.shape}")
-            _check_finite("pred_var", var, imagined)
-            if (var[imagined] < 0).any():
-                raise ValueError("pred_var must be non-negative")
-            lo, hi = cfg.score_range
-            weights *= np.where(anchor[:, None], 1.0, inverse_variance_weights(var / (hi - lo) ** 2, imagined, cfg.var_eps))
+        signal_var = float("nan")
+        if cfg.denoise and var is not None:
+            _check_var("pred_var", var, imagined)
+            v, eps = np.where(imagined, var, 0.0) / (hi - lo) ** 2, cfg.var_eps
+            if cfg.sample_weighting in ("reliability", "shrinkage"):
+                # The score trained on is f(p): carry the variance through the map (delta method), and use the
+                # within-group spread of true scores as the eps (a sample much surer than that spread is as good as
+                # a noiseless one); see denoising.signal_variance.
+                slope = np.ones(pred.shape)
+                if cfg.per_task:
+                    for i in imagined_rows:
+                        slope[i] = self._map_slope(np.nan_to_num(u_pred[i]), tasks[i])
+                elif imagined_rows.size:
+                    slope[imagined_rows] = self._map_slope(np.nan_to_num(u_pred[imagined_rows]))
+                v = np.where(imagined, v * slope**2, 0.0)
+                signal_var = signal_variance(scores, v, imagined)
+                eps = max(signal_var, 1e-8)  # the floor only guards a zero estimate
+            if cfg.sample_weighting == "shrinkage":
+                w_img = np.where(imagined, eps / (v + eps), 0.0)
+            else:
+                w_img = inverse_variance_weights(v, imagined, eps)
+            weights *= np.where(anchor[:, None], 1.0, w_img)
         weights = np.where(valid, weights, 0.0)
 
         self.n_steps += 1
@@ -249,6 +331,8 @@ class RewardCorrector:
             "n_skipped_groups": float((groups_with_scores & ~valid.any(axis=1)).sum()),
             "n_valid": float(valid.sum()),
         }
+        if cfg.denoise and cfg.sample_weighting != "inverse_variance":
+            self._last["signal_var"] = signal_var  # NaN when no pred_var was given
         return CorrectionOutput(advantages=adv, weights=weights, valid=valid, scores=np.where(score_mask, scores, np.nan))
 
     # ------------------------------------------------------------------------------------------------ logging/state
@@ -262,6 +346,7 @@ class RewardCorrector:
                 "n_fits": float(self.calibrator.n_fits),
                 "n_pairs": float(self.calibrator.pred.size),
                 "bias_removed": float(self.calibrator.bias_removed),
+                "uncertainty_slope": float(self.calibrator.sd_slope),
                 "anchor_weight": float(aw.weight if self.config.denoise else 1.0),
                 "disagreement": float(aw.D),
                 "n_disagreement_obs": float(aw.n_obs),

@@ -3,11 +3,43 @@
 The world-model gradient has roughly (1 + c * s2) times the variance of the real one, where s2 is the calibrated
 disagreement between predicted and real outcomes; inverse-variance fusion therefore up-weights the real (anchor) stream
 by that factor. Within the imagined stream, samples the world model is unsure of count less.
+
+That argument takes the real outcome to be (nearly) exact. If it is noisy (a binary success is Bernoulli), the
+disagreement is the world model's error *plus* the outcome noise: E mean((df - dr)^2) = e2 + (n-1)/n * mean(noise).
+From (prediction, single outcome) pairs only the sum is identifiable: a calibrated f has E[(f - r)^2 | f] = f(1 - f)
+for binary r whatever f's resolution, so subtracting the "expected Bernoulli variance" f(1 - f) leaves only the
+calibration error, not the world model's error. A *known* noise variance (a metric's seed-to-seed variance, a reward
+with a known noise model) can be subtracted; ``normalised_disagreement(..., noise=...)`` does that.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+
+def disagreement_terms(
+    calibrated: np.ndarray, real: np.ndarray, noise: np.ndarray | None = None
+) -> tuple[float, float] | None:
+    """Numerator and denominator of the normalised disagreement of one anchor group.
+
+    Args:
+        calibrated: (n,) calibrated predictions f(p) of the group's graded rollouts.
+        real: (n,) real outcomes of the same rollouts.
+        noise: (n,) known variance of each real outcome about its expectation, or None (exact outcomes). Its
+            expected contribution to the numerator, (n - 1) / n * mean(noise), is subtracted, so the numerator
+            estimates the world model's own centred squared error (it can be negative for a single group).
+
+    Returns:
+        (mean(((f - mean f) - (r - mean r))^2) [- noise term], Var(r)), or None for fewer than 2 rollouts.
+    """
+    calibrated, real = np.asarray(calibrated, float), np.asarray(real, float)
+    if real.size < 2:
+        return None
+    diff = (calibrated - calibrated.mean()) - (real - real.mean())
+    num = float(np.mean(diff**2))
+    if noise is not None:
+        num -= (real.size - 1) / real.size * float(np.mean(noise))
+    return num, float(real.var())
 
 
 def normalised_disagreement(calibrated: np.ndarray, real: np.ndarray, min_real_var: float = 1e-6) -> float | None:
@@ -21,14 +53,35 @@ def normalised_disagreement(calibrated: np.ndarray, real: np.ndarray, min_real_v
     Returns:
         s2, or None when the group is skipped (fewer than 2 rollouts or Var(r) ~ 0).
     """
-    calibrated, real = np.asarray(calibrated, float), np.asarray(real, float)
-    if real.size < 2:
+    terms = disagreement_terms(calibrated, real)
+    if terms is None or terms[1] <= min_real_var:
         return None
-    var_r = real.var()
-    if var_r <= min_real_var:
-        return None
-    diff = (calibrated - calibrated.mean()) - (real - real.mean())
-    return float(np.mean(diff**2) / var_r)
+    return terms[0] / terms[1]
+
+
+def signal_variance(scores: np.ndarray, var: np.ndarray, mask: np.ndarray) -> float:
+    """Within-group variance of the *true* scores, estimated from noisy ones: mean over groups of
+    Var_g(scores) - (n_g - 1) / n_g * mean_g(var) (method of moments for scores = truth + independent noise).
+
+    Args:
+        scores: (num_groups, G) scores (any values where ``mask`` is False).
+        var: (num_groups, G) each score's noise variance.
+        mask: (num_groups, G) bool, samples that count; groups with fewer than 2 are ignored.
+
+    Returns:
+        The estimate, floored at 0 (0 when no group counts).
+    """
+    mask = np.asarray(mask, bool)
+    n = mask.sum(1)
+    rows = n >= 2
+    if not rows.any():
+        return 0.0
+    x = np.where(mask, np.asarray(scores, float), 0.0)[rows]
+    m, nr = mask[rows], n[rows]
+    mean = x.sum(1) / nr
+    var_g = (np.where(m, x - mean[:, None], 0.0) ** 2).sum(1) / nr
+    noise_g = np.where(m, np.asarray(var, float)[rows], 0.0).sum(1) / nr * (nr - 1) / nr
+    return max(float(np.mean(var_g - noise_g)), 0.0)
 
 
 class AnchorWeight:
@@ -36,6 +89,11 @@ class AnchorWeight:
 
     After ``freeze_after`` observations, c = (w_target - 1) / D is frozen, so the weight starts at ``w_target`` and then
     tracks how D moves: w = clip(1 + c * D, 1, w_max). Before c is frozen the weight is exactly 1.
+
+    Two ways to feed it (use one per instance): :meth:`observe` takes each group's ratio s2 and D averages the ratios
+    (the reference); :meth:`observe_terms` takes the numerator and denominator and D is the ratio of their averages,
+    which stays unbiased when a known outcome-noise term has been subtracted from the numerators (an expectation
+    subtracted inside a per-group ratio is not, as Var(r) and the realised noise move together).
 
     Args:
         w_target: Weight at the moment c is frozen.
@@ -50,10 +108,23 @@ class AnchorWeight:
         self.D = 0.0
         self.n_obs = 0
         self.c: float | None = None
+        self.num = 0.0  # averages used by observe_terms
+        self.den = 0.0
 
     def observe(self, s2: float) -> None:
         """Fold one group's disagreement into D (and freeze c once enough observations exist)."""
         self.D = s2 if self.n_obs == 0 else (1.0 - self.alpha) * self.D + self.alpha * s2
+        self._count()
+
+    def observe_terms(self, num: float, den: float) -> None:
+        """Fold one group's disagreement numerator and Var(r) into their averages; D = max(num, 0) / den."""
+        first = self.n_obs == 0
+        self.num = num if first else (1.0 - self.alpha) * self.num + self.alpha * num
+        self.den = den if first else (1.0 - self.alpha) * self.den + self.alpha * den
+        self.D = max(self.num, 0.0) / self.den if self.den > 0 else 0.0
+        self._count()
+
+    def _count(self) -> None:
         self.n_obs += 1
         if self.c is None and self.n_obs >= self.freeze_after:
             # max() guards a perfect world model (D = 0); the weight then stays at w_target while D stays 0.
@@ -68,11 +139,12 @@ class AnchorWeight:
 
     def state_dict(self) -> dict:
         """JSON-serialisable state."""
-        return {"D": self.D, "n_obs": self.n_obs, "c": self.c}
+        return {"D": self.D, "n_obs": self.n_obs, "c": self.c, "num": self.num, "den": self.den}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore from :meth:`state_dict`."""
         self.D, self.n_obs, self.c = float(state["D"]), int(state["n_obs"]), state["c"]
+        self.num, self.den = float(state.get("num", 0.0)), float(state.get("den", 0.0))
 
 
 def inverse_variance_weights(var: np.ndarray, mask: np.ndarray, eps: float = 1e-3) -> np.ndarray:
