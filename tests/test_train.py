@@ -2,6 +2,8 @@
 
 import json
 
+import numpy as np
+
 import pytest
 from hydra import compose, initialize
 
@@ -60,3 +62,34 @@ def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run,
     with pytest.raises(ValueError, match=r"64, 64.*32, 32|world model 64 px vs sim 32 px"):
         train.run(_cfg(tmp, f"world_model_path={summary['world_model']}", f"policy_path={summary['sft_policy']}",
                        "sim.image_size=32"), tmp_path / "bad2")
+
+
+def test_imagined_groups_can_branch_from_real_rollouts(debug_run, tmp_path, monkeypatch):
+    """imagine_from=real: after the first anchors, imagined groups start at frames of real rollouts, and run at most
+    imagine_horizon steps."""
+    tmp, _ = debug_run
+    starts, horizons = [], []
+    real_imagine = train.imagine
+
+    def spy(env, adapter, start, horizon):
+        starts.append(start)
+        horizons.append(horizon)
+        return real_imagine(env, adapter, start, horizon)
+
+    monkeypatch.setattr(train, "imagine", spy)
+    pool = []
+    monkeypatch.setattr(train.WMRLTrainer, "imagined_starts", lambda self, seeds: (
+        pool.append([r.images[self.image_keys[0]] for r in self.branch_pool]),
+        _original_starts(self, seeds))[1])
+    summary = train.run(_cfg(tmp, "wmrl.imagine_from=real", "wmrl.imagine_horizon=7",
+                             "correction.anchor_fraction=0.5"), tmp_path / "branch")
+    assert summary["updates"] == 2 and horizons == [7, 7]
+    assert not pool[0]  # the first update has no real rollouts yet: seeded resets
+    frames = np.concatenate(pool[1])  # every frame of the real rollouts branched from
+    first = starts[1]["observation.images.top"][0]
+    assert (frames == first).all(axis=(1, 2, 3)).any(), "the branch start is not a frame of a real rollout"
+    with pytest.raises(ValueError, match="valid"):
+        train.run(_cfg(tmp, "wmrl.imagine_from=dream"), tmp_path / "bad")
+
+
+_original_starts = train.WMRLTrainer.imagined_starts

@@ -44,6 +44,7 @@ from vla_wmrl.stages import run_stage
 
 log = logging.getLogger(__name__)
 MODES = ("wmrl", "sim", "wm")
+IMAGINE_FROM = ("reset", "real")
 
 
 @dataclass
@@ -68,7 +69,11 @@ class WMRLConfig:
     updates: int = 40                # policy updates
     groups: int = 8                  # start states per update
     group_size: int = 8              # rollouts per start state (GRPO group)
-    horizon: int = 60                # steps per rollout, imagined and real alike
+    horizon: int = 60                # steps per real rollout (and per imagined one, unless imagine_horizon is set)
+    imagine_from: str = "reset"      # reset: imagined groups start at seeded resets' first frames | real: at a random
+                                     # step of a recent real rollout (short branches the world model predicts well)
+    imagine_horizon: int | None = None  # steps per imagined rollout (None = horizon)
+    branch_pool: int = 64            # recent real rollouts that imagine_from=real branches from
     num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
     eval_every: int = 10             # updates between real-simulator evaluations (0 = only at the end)
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
@@ -166,8 +171,12 @@ class WMRLTrainer:
             _check_world_model_fits(world_model, executor)
             self.imagined = ImaginedVectorEnv(world_model, horizon=cfg.horizon, seed=seed)
             self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
+        if cfg.imagine_from not in IMAGINE_FROM:
+            raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
         self.adapter = RolloutAdapter(policy)
         self.rng = np.random.default_rng(seed)
+        self.branch_rng = np.random.default_rng(seed + 1)
+        self.branch_pool: list[Rollout] = []  # recent real rollouts (imagine_from=real)
         self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
         self.new_real: list[Rollout] = []
         self.history: list[dict] = []
@@ -190,8 +199,8 @@ class WMRLTrainer:
             future = pool.submit(run_real) if real_seeds else None
             imagined = []
             if imag_seeds:
-                start = repeat_obs(self.executor.start_observations(imag_seeds), G)
-                imagined = imagine(self.imagined, self.adapter, start, self.cfg.horizon)
+                start = repeat_obs(self.imagined_starts(imag_seeds), G)
+                imagined = imagine(self.imagined, self.adapter, start, self.cfg.imagine_horizon or self.cfg.horizon)
             imag_s = time.perf_counter() - t0
             episodes, real_s = future.result() if future else ([], 0.0)
         by_seed = {s: [] for s in real_seeds}
@@ -213,6 +222,18 @@ class WMRLTrainer:
                         "imagined_steps_per_s": n_imag_steps / max(imag_s, 1e-9) if imagined else 0.0,
                         "real_steps_per_s": n_real_steps / max(real_s, 1e-9) if real else 0.0,
                         "collect_seconds": time.perf_counter() - t0}
+
+    def imagined_starts(self, seeds: list[int]) -> dict:
+        """Start observations of imagined groups: seeded resets, or (``imagine_from=real``, once real rollouts
+        exist) the observation at a random step of a random recent real rollout."""
+        if self.cfg.imagine_from != "real" or not self.branch_pool:
+            return self.executor.start_observations(seeds)
+        picks = [self.branch_pool[i] for i in self.branch_rng.integers(len(self.branch_pool), size=len(seeds))]
+        steps = [int(self.branch_rng.integers(r.length)) for r in picks]
+        obs = {k: np.stack([r.images[k][t] for r, t in zip(picks, steps)]) for k in self.image_keys}
+        obs["observation.state"] = np.stack([r.state[t] for r, t in zip(picks, steps)])
+        obs["task"] = tuple(r.task for r in picks)
+        return obs
 
     def update(self) -> dict:
         """One WMRL step: groups -> corrected advantages -> GRPO update (-> world-model fine-tune)."""
@@ -238,6 +259,7 @@ class WMRLTrainer:
                                         num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
         self.new_real += real_rollouts
+        self.branch_pool = (self.branch_pool + real_rollouts)[-self.cfg.branch_pool:]
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
         self.real_steps += metrics["real_steps"]
         self.update_idx += 1
