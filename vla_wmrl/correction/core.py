@@ -46,6 +46,7 @@ class CorrectionConfig:
     var_eps: float = 1e-3  # eps in 1 / (var + eps) of 'inverse_variance', in calibrator units ([0, 1] scores)
     outcome_noise_var: float = 0.0  # known variance of a real outcome about its expectation (raw units^2); 0: exact
     adv_eps: float = 1e-4  # eps in (x - mean) / (std + eps)
+    adv_scale: str = "std"  # 'std' (reference) or 'outcome': sqrt(mean (1 - mean)), for [0, 1] success scores
     normaliser: str = "constant"  # 'length' (1/|tau|, needs lengths) or 'constant' (1/normaliser_constant)
     normaliser_constant: float = 1.0  # k of the constant normaliser
     score_range: tuple[float, float] = (0.0, 1.0)  # (lo, hi) of raw scores; mapped linearly onto [0, 1]
@@ -66,6 +67,8 @@ class CorrectionConfig:
                 f"unknown sample_weighting {self.sample_weighting!r}; valid: 'reliability', 'inverse_variance', "
                 "'shrinkage'"
             )
+        if self.adv_scale not in ("std", "outcome"):
+            raise ValueError(f"unknown adv_scale {self.adv_scale!r}; valid: 'std', 'outcome'")
         if self.outcome_noise_var < 0:
             raise ValueError(f"outcome_noise_var must be >= 0, got {self.outcome_noise_var}")
 
@@ -288,7 +291,7 @@ class RewardCorrector:
         score_mask = np.where(anchor[:, None], real_graded, graded)
 
         # 4. Group advantages over graded rollouts only.
-        adv, valid = group_advantages(scores, score_mask, cfg.adv_eps)
+        adv, valid = group_advantages(scores, score_mask, cfg.adv_eps, scale=cfg.adv_scale)
 
         # 5. Weights: normaliser x (anchor-stream weight | normalised inverse variance).
         weights = normaliser_weights(pred.shape, cfg.normaliser, lengths, cfg.normaliser_constant)
