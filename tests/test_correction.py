@@ -485,3 +485,23 @@ def test_reliability_and_shrinkage_weights_hand_values():
     assert (tau2 * rel).max() == 1.0  # shrinkage: a noiseless sample has weight 1, the others less
     with pytest.raises(ValueError, match="sample_weighting"):
         CorrectionConfig(sample_weighting="inverse")
+
+
+def test_outcome_scaled_advantages_equal_std_for_binary_and_damp_near_zero_probabilities():
+    from vla_wmrl.correction.advantages import group_advantages
+
+    rng = np.random.default_rng(0)
+    binary = (rng.random((50, 8)) < 0.3).astype(float)
+    graded = np.ones_like(binary, bool)
+    a_std, _ = group_advantages(binary, graded, scale="std")
+    a_out, _ = group_advantages(binary, graded, scale="outcome")
+    assert np.allclose(a_std, a_out)  # identical on real 0/1 outcomes
+    tiny = 0.001 + 0.001 * rng.random((50, 8))  # a world model predicting "almost surely fails" with jitter
+    a_std, _ = group_advantages(tiny, graded, scale="std")
+    a_out, _ = group_advantages(tiny, graded, scale="outcome")
+    assert np.abs(a_std).max() > 1.0 and np.abs(a_out).max() < 0.05  # noise no longer amplified to +-1
+    one_hit = np.array([[0.6] + [0.01] * 7])
+    a_out, _ = group_advantages(one_hit, np.ones_like(one_hit, bool), scale="outcome")
+    assert a_out[0, 0] > 1.5  # a confident predicted success still stands out
+    with pytest.raises(ValueError, match="valid"):
+        group_advantages(tiny, graded, scale="z")
