@@ -44,7 +44,17 @@ Arms
 World-model arms run until their compute reaches ``wm_compute_fraction`` * C. Compute: real execution 1, imagined
 rollout ``wm_cost`` (anchor groups are imagined too, since their (pred, real) pairs feed the calibrator).
 
-Sensitivity sweep (``--sweep``): the same arms with a low- (``beta_low``) and a high-optimism (``beta_high``) world model.
+Sensitivity sweep (``--sweep``): the same arms with a low- (``beta_low``) and a high-optimism (``beta_high``) world model;
+and, at each optimism level, the reference's fixed-eps inverse-variance sample weights instead of the default
+reliability weights, and the uncertainty-aware calibration (off by default); for the main world model also the
+reference core (the method exactly as published: clamped calibration map, fixed-eps inverse-variance weights) and,
+as a diagnostic, not a usable arm, the anchor weight given the *true* Bernoulli noise P(1 - P) of each real outcome,
+which no trainer knows. A setting reruns only the arms its overrides change and reuses the others.
+
+Metrics: true reward at C/30, C/10, C/3 and C/2 (the world-model arms' end), the area under the curve (mean reward at
+61 log-spaced compute points from C/100 to C/2; it rewards speed), and paired differences to raw_wm per seed. C/30 and
+the area were added in the second session, after the first had shown that the arms differ mostly early; C/3 and C/2
+are the issue's comparison points.
 
 Usage:
     python benchmarks/correction_bandit.py --out benchmarks/results/correction_bandit/
@@ -70,9 +80,14 @@ ARMS = {
     "both": dict(debias=True, denoise=True),
 }
 
-# The calibration map exactly as the method's reference describes it (clamped at the end knots, flat PAV segments);
-# the toolkit's default instead extrapolates the end segments and keeps the map strictly increasing (docs/correction.md).
-REFERENCE_CORE = {"calibration_extrapolate": False, "calibration_min_slope": 0.0}
+# The method exactly as its reference describes it: calibration map clamped at the end knots with flat PAV segments,
+# imagined samples weighted by 1 / (var + 1e-3) normalised over the step. The toolkit's defaults differ
+# (docs/correction.md): the map extrapolates its end segments and is strictly increasing; the weights are reliabilities.
+REFERENCE_CORE = {"calibration_extrapolate": False, "calibration_min_slope": 0.0, "sample_weighting": "inverse_variance"}
+UNCERTAINTY_CALIBRATION = {"calibration_uncertainty": True}
+INVERSE_VARIANCE_WEIGHTS = {"sample_weighting": "inverse_variance"}  # the reference's per-sample weights, nothing else
+WM_ARMS = ["raw_wm", "debias", "denoise", "both"]
+FRACTIONS = {"C/30": 1 / 30, "C/10": 0.1, "C/3": 1 / 3, "C/2": 0.5}  # compute points of the table
 
 
 @dataclass
@@ -134,8 +149,14 @@ def world_model(env: dict, ctx: np.ndarray, acts: np.ndarray, rng: np.random.Gen
     return members.mean(0), members.var(0, ddof=1)
 
 
-def run_arm(arm: str, seed: int, cfg: BanditConfig, lr: float, corr_overrides: dict | None = None) -> dict:
-    """Train one arm on one seed; return its curve of (compute, true expected reward) and diagnostics."""
+def run_arm(
+    arm: str, seed: int, cfg: BanditConfig, lr: float, corr_overrides: dict | None = None, oracle_noise: bool = False
+) -> dict:
+    """Train one arm on one seed; return its curve of (compute, true expected reward) and diagnostics.
+
+    ``oracle_noise`` hands the corrector each real outcome's true noise variance P(1 - P) (a diagnostic: what the
+    anchor weight would do if the outcome noise were known; no trainer knows it).
+    """
     env = make_env(seed, cfg)
     env["n"] = env["n"].copy()
     P = env["P"]
@@ -170,7 +191,11 @@ def run_arm(arm: str, seed: int, cfg: BanditConfig, lr: float, corr_overrides: d
         compute += anchor.sum() * G
         np.add.at(env["n"], (np.repeat(ctx[anchor], G), acts[anchor].ravel()), 1.0)  # fine-tune on anchor episodes
 
-        out = corr.process(pred, real, anchor, pred_var=var)
+        real_var = None
+        if oracle_noise:
+            real_var = np.zeros((B, G))
+            real_var[anchor] = pa * (1.0 - pa)
+        out = corr.process(pred, real, anchor, pred_var=var, real_var=real_var)
         coef = out.weights * out.advantages / max(out.valid.sum(), 1)  # (B, G)
         grad = -pi * coef.sum(1, keepdims=True)  # d log pi(a) / d logits = onehot(a) - pi
         np.add.at(grad, (np.repeat(np.arange(B), G), acts.ravel()), coef.ravel())
@@ -181,7 +206,8 @@ def run_arm(arm: str, seed: int, cfg: BanditConfig, lr: float, corr_overrides: d
         "curve": curve,
         "steps": step,
         "optimum": float(P.max(1).mean()),
-        "stats": {k: st[k] for k in ("fitted", "bias_removed", "anchor_weight", "disagreement", "n_pairs")},
+        "stats": {k: round(st[k], 4) for k in
+                  ("fitted", "bias_removed", "anchor_weight", "disagreement", "n_pairs", "uncertainty_slope")},
     }
 
 
@@ -217,14 +243,32 @@ def wm_diagnostics(cfg: BanditConfig, seeds: int) -> dict:
     return {k: float(x) for k, x in zip(keys, r)}
 
 
+def at(curve, compute: float) -> float:
+    """Reward of a (compute, reward) curve at the last evaluation with compute <= ``compute``."""
+    curve = np.asarray(curve)
+    return float(curve[np.searchsorted(curve[:, 0], compute + 1e-9, side="right") - 1, 1])
+
+
+def area(curve, C: float) -> float:
+    """Mean reward at 61 log-spaced compute points from C/100 to C/2 (the area under the curve on a log axis)."""
+    return float(np.mean([at(curve, x) for x in np.geomspace(C / 100, C / 2, 61)]))
+
+
 def run_setting(cfg: BanditConfig, seeds: int, lr: float, real_runs: list[dict], label: str,
-                corr_overrides: dict | None = None) -> dict:
-    """The world-model arms on all seeds for one setting (real-only runs are shared: they never query the world model);
-    prints the table and returns the summary."""
+                corr_overrides: dict | None = None, arms: list[str] | None = None, reuse: dict | None = None,
+                oracle_noise: bool = False) -> dict:
+    """The world-model arms on all seeds for one setting; prints the table and returns the summary.
+
+    Args:
+        arms: World-model arms to run (default all); the others are taken from ``reuse`` (the runs of a setting with
+            the same world model whose overrides do not change them), as are real-only runs (they never query it).
+    """
     results = {"real_only": real_runs}
-    for arm in ARMS:
-        if arm != "real_only":
-            results[arm] = [run_arm(arm, s, cfg, lr, corr_overrides) for s in range(seeds)]
+    for arm in WM_ARMS:
+        if arms is None or arm in arms:
+            results[arm] = [run_arm(arm, s, cfg, lr, corr_overrides, oracle_noise) for s in range(seeds)]
+        else:
+            results[arm] = reuse[arm]
     curves = {arm: mean_curve([r["curve"] for r in runs]) for arm, runs in results.items()}
     C = curves["real_only"][-1, 0]
     real_final = curves["real_only"][-1, 1]
@@ -232,113 +276,146 @@ def run_setting(cfg: BanditConfig, seeds: int, lr: float, real_runs: list[dict],
     optimum = float(np.mean([r["optimum"] for r in real_runs]))
     diag = wm_diagnostics(cfg, seeds)
     print(f"\n[{label}] beta={cfg.beta} T={cfg.temperature} sigma={cfg.sigma} core overrides={corr_overrides or {}} "
-          f"seeds={seeds} lr={lr:g} optimum={optimum:.4f} real-only compute C={C:.0f}")
+          f"oracle noise={oracle_noise} seeds={seeds} lr={lr:g} optimum={optimum:.4f} real-only compute C={C:.0f}")
     print("  world model at start: " + ", ".join(f"{k}={v:.3f}" for k, v in diag.items()))
-    print(f"  {'arm':<10} {'final true reward':>18} {'compute':>8} {'reward@C/10':>12} {'reward@C/3':>11} "
-          f"{'d vs raw @C/3 (paired)':>23} {'compute to reach real-only final':>33} {'seeds reaching own':>19}")
+    cols = list(FRACTIONS) + ["area"]
+    print(f"  {'arm':<10} " + " ".join(f"{c:>22}" for c in cols) + f" {'reach real final':>17} {'seeds':>6}"
+          "   (reward, paired diff to raw_wm +- s.e.)")
 
-    def at(curve, frac):
-        curve = np.asarray(curve)
-        return float(curve[np.searchsorted(curve[:, 0], C * frac + 1e-9, side="right") - 1, 1])
+    def values(runs):
+        out = {name: np.array([at(r["curve"], C * f) for r in runs]) for name, f in FRACTIONS.items()}
+        out["area"] = np.array([area(r["curve"], C) for r in runs])
+        return out
 
+    raw_vals = values(results["raw_wm"])
     summary = {}
     for arm, runs in results.items():
+        vals = values(runs)
         finals = np.array([r["curve"][-1][1] for r in runs])
-        c = curves[arm]
-        third = np.array([at(r["curve"], 1 / 3) for r in runs])
-        raw_third = np.array([at(r["curve"], 1 / 3) for r in results["raw_wm"]])
-        d = third - raw_third
-        reach = first_reach(c, real_final)
+        reach = first_reach(curves[arm], real_final)
         per_seed = [first_reach(np.asarray(r["curve"]), rf) for r, rf in zip(runs, real_final_seed)]
         n_third = sum(x is not None and x <= C / 3 + 1e-9 for x in per_seed)
-        summary[arm] = {
-            "final_mean": float(finals.mean()),
-            "final_std": float(finals.std()),
-            "finals": finals.tolist(),
-            "compute": float(c[-1, 0]),
-            "reward_at_C/10": at(c, 0.1),
-            "reward_at_C/3": at(c, 1 / 3),
-            "reward_at_C/3_per_seed": third.tolist(),
-            "diff_vs_raw_at_C/3_paired_mean": float(d.mean()),
-            "diff_vs_raw_at_C/3_paired_se": float(d.std(ddof=1) / np.sqrt(len(d))),
+        entry = {
+            "final_mean": round(float(finals.mean()), 5),
+            "final_std": round(float(finals.std()), 5),
+            "compute": float(curves[arm][-1, 0]),
             "compute_to_reach_real_final_seed_mean_curve": reach,
-            "compute_to_reach_own_seed_real_final_per_seed": per_seed,
             "seeds_reaching_own_real_final_within_C/3": int(n_third),
-            "last_stats": [r["stats"] for r in runs],
+            "last_stats_seed_mean": {k: round(float(np.mean([r["stats"][k] for r in runs])), 4) for k in runs[0]["stats"]},
         }
-        reach_s = f"{reach:.0f} ({reach / C:.2f} C)" if reach is not None else "never"
-        d_s = f"{d.mean():+.4f} ± {d.std(ddof=1) / np.sqrt(len(d)):.4f}" if arm != "real_only" else "-"
-        print(f"  {arm:<10} {finals.mean():>9.4f} ± {finals.std():.4f} {c[-1, 0]:>8.0f} {at(c, 0.1):>12.4f} "
-              f"{at(c, 1 / 3):>11.4f} {d_s:>23} {reach_s:>33} {n_third:>15}/{seeds}")
+        cells = []
+        for name in cols:
+            v = vals[name]
+            entry[f"reward_at_{name}"] = round(float(v.mean()), 5)
+            entry[f"reward_at_{name}_per_seed"] = [round(float(x), 5) for x in v]
+            if arm != "real_only":
+                d = v - raw_vals[name]
+                se = float(d.std(ddof=1) / np.sqrt(len(d)))
+                entry[f"diff_vs_raw_at_{name}"] = [round(float(d.mean()), 5), round(se, 5)]
+                cells.append(f"{v.mean():.4f} {d.mean():+.4f}±{se:.4f}")
+            else:
+                cells.append(f"{v.mean():.4f} {'':>14}")
+        summary[arm] = entry
+        reach_s = f"{reach / C:.2f} C" if reach is not None else "never"
+        print(f"  {arm:<10} " + " ".join(f"{c:>22}" for c in cells) + f" {reach_s:>17} {n_third:>4}/{seeds}")
     b = summary["both"]
     targets = {
-        "both_beats_raw_and_each_single_at_C/3": bool(
-            all(b["reward_at_C/3"] > summary[a]["reward_at_C/3"] for a in ("raw_wm", "debias", "denoise"))
-        ),
-        "both_beats_raw_and_each_single_at_C/2": bool(
-            all(b["final_mean"] > summary[a]["final_mean"] for a in ("raw_wm", "debias", "denoise"))
-        ),
-        "both_reaches_real_final_within_C/3_seed_mean_curve": bool(
-            b["compute_to_reach_real_final_seed_mean_curve"] is not None
-            and b["compute_to_reach_real_final_seed_mean_curve"] <= C / 3 + 1e-9
-        ),
-        "both_reaches_own_real_final_within_C/3_all_seeds": bool(b["seeds_reaching_own_real_final_within_C/3"] == seeds),
+        f"both_beats_raw_and_each_single_at_{name}": bool(
+            all(b[f"reward_at_{name}"] > summary[a][f"reward_at_{name}"] for a in ("raw_wm", "debias", "denoise"))
+        )
+        for name in ("C/3", "C/2", "area")
     }
+    targets["both_reaches_real_final_within_C/3_seed_mean_curve"] = bool(
+        b["compute_to_reach_real_final_seed_mean_curve"] is not None
+        and b["compute_to_reach_real_final_seed_mean_curve"] <= C / 3 + 1e-9
+    )
+    targets["both_reaches_own_real_final_within_C/3_all_seeds"] = bool(
+        b["seeds_reaching_own_real_final_within_C/3"] == seeds
+    )
     print("  targets:", targets)
-    for arm in ARMS:
-        if arm != "real_only":
-            s = summary[arm]["last_stats"]
-            print(f"  {arm:<10} end-of-run corrector stats (seed mean): "
-                  + ", ".join(f"{k}={np.mean([x[k] for x in s]):.3f}" for k in s[0]))
+    for arm in WM_ARMS:
+        print(f"  {arm:<10} end-of-run corrector stats (seed mean): "
+              + ", ".join(f"{k}={v:.3f}" for k, v in summary[arm]["last_stats_seed_mean"].items()))
+    grid = np.geomspace(C / 300, C, 50)  # compact curves for the JSON: seed mean and std on a log compute grid
+    compact = {}
+    for arm, runs in results.items():
+        ys = np.array([[at(r["curve"], x) for x in grid] for r in runs])
+        keep = grid <= runs[0]["curve"][-1][0] + 1e-9
+        compact[arm] = {"compute": [round(float(x), 1) for x in grid[keep]],
+                        "mean": [round(float(y), 4) for y in ys.mean(0)[keep]],
+                        "std": [round(float(y), 4) for y in ys.std(0)[keep]]}
     return {
-        "config": asdict(cfg), "core_overrides": corr_overrides or {}, "lr": lr, "optimum": optimum,
-        "real_only_final": float(real_final), "real_only_final_per_seed": real_final_seed,
-        "real_only_compute": float(C), "world_model_at_start": diag, "summary": summary, "targets": targets,
-        "mean_curves": {arm: c.tolist() for arm, c in curves.items()},
-        "curves_per_seed": {arm: [r["curve"] for r in runs] for arm, runs in results.items()},
-    }
+        "config": asdict(cfg), "core_overrides": corr_overrides or {}, "oracle_noise": oracle_noise,
+        "arms_run": arms or WM_ARMS, "lr": lr, "optimum": round(optimum, 5),
+        "real_only_final": round(float(real_final), 5), "real_only_final_per_seed": [round(x, 5) for x in real_final_seed],
+        "real_only_compute": float(C), "world_model_at_start": {k: round(v, 4) for k, v in diag.items()},
+        "summary": summary, "targets": targets, "curves": compact,
+    }, results
 
 
 def plot(settings: dict, path: Path, seeds: int) -> None:
+    """Per optimism level (plus the reference core): seed mean +- std of every arm against compute, and below it each
+    arm's seed-mean difference to raw_wm (which the std band, dominated by seed-to-seed optima, hides); the option
+    settings of the same world model are overlaid as dashed/dotted 'both' curves."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    ncol = min(2, len(settings))
-    nrow = (len(settings) + ncol - 1) // ncol
-    fig, axes = plt.subplots(nrow, ncol, figsize=(6.5 * ncol, 4.4 * nrow), squeeze=False)
+    panels = [k for k in ("main", "main_reference_core", "low_optimism", "high_optimism") if k in settings]
+    overlays = {"main": ["main_uncertainty_calibration", "main_known_outcome_noise"],
+                "low_optimism": ["low_optimism_uncertainty_calibration"],
+                "high_optimism": ["high_optimism_uncertainty_calibration"]}
+    ncol = min(2, len(panels))
+    nrow = (len(panels) + ncol - 1) // ncol
+    fig, axes = plt.subplots(2 * nrow, ncol, figsize=(6.5 * ncol, 6.4 * nrow), squeeze=False,
+                             gridspec_kw={"height_ratios": [2.2, 1] * nrow})
     colors = {"real_only": "k", "raw_wm": "tab:red", "debias": "tab:orange", "denoise": "tab:blue", "both": "tab:green"}
-    for ax, (label, res) in zip(axes.ravel(), settings.items()):
+    for i, label in enumerate(panels):
+        ax, dax = axes[2 * (i // ncol), i % ncol], axes[2 * (i // ncol) + 1, i % ncol]
+        res = settings[label]
         C = res["real_only_compute"]
-        for arm, curves in res["curves_per_seed"].items():
-            n = min(len(c) for c in curves)
-            arr = np.array([np.asarray(c[:n]) for c in curves])
-            x, y = arr[0, :, 0] / C, arr[:, :, 1]
-            ax.plot(x, y.mean(0), color=colors[arm], label=arm, lw=1.4)
-            ax.fill_between(x, y.mean(0) - y.std(0), y.mean(0) + y.std(0), color=colors[arm], alpha=0.12)
+        for arm, c in res["curves"].items():
+            x, y, sd = np.array(c["compute"]) / C, np.array(c["mean"]), np.array(c["std"])
+            ax.plot(x, y, color=colors[arm], label=arm, lw=1.4)
+            ax.fill_between(x, y - sd, y + sd, color=colors[arm], alpha=0.10)
+        raw = np.array(res["curves"]["raw_wm"]["mean"])
+        for arm in ("debias", "denoise", "both"):
+            c = res["curves"][arm]
+            dax.plot(np.array(c["compute"]) / C, np.array(c["mean"]) - raw, color=colors[arm], lw=1.2, label=arm)
+        for extra, ls in zip(overlays.get(label, []), ("--", ":")):
+            if extra in settings:
+                c = settings[extra]["curves"]["both"]
+                name = "both + uncertainty calibration" if "uncertainty" in extra else "both, true noise (oracle)"
+                ax.plot(np.array(c["compute"]) / C, c["mean"], color="tab:green", ls=ls, lw=1.2, label=name)
+                dax.plot(np.array(c["compute"]) / C, np.array(c["mean"]) - raw, color="tab:green", ls=ls, lw=1.0)
+        dax.axhline(0.0, color="tab:red", lw=0.8)
+        dax.axvline(1 / 3, color="grey", ls=":", lw=0.8)
+        dax.set_xscale("log")
+        dax.set_xlim(3e-3, 1.05)
+        dax.set_ylim(-0.02, 0.05)
+        dax.set_ylabel("minus raw_wm (seed mean;\nclipped at 0.05)", fontsize=7)
         ax.axhline(res["real_only_final"], color="grey", ls="--", lw=0.8, label="real-only final")
         ax.axhline(res["optimum"], color="grey", ls="-.", lw=0.6, label="optimum")
         ax.axvline(1 / 3, color="grey", ls=":", lw=0.8, label="C / 3")
         ax.set_xscale("log")
         ax.set_xlim(3e-3, 1.05)
-        lo = min(np.min(np.asarray(c)[:, 1]) for c in res["mean_curves"].values())
+        lo = min(min(c["mean"]) for c in res["curves"].values())
         ax.set_ylim(max(lo, res["optimum"] - 0.45), res["optimum"] + 0.02)
         ax.set_xlabel("compute / C  (C = real-only compute; real execution 1, imagined %g)" % res["config"]["wm_cost"])
         ax.set_ylabel("true expected success")
         ax.set_title(f"{label}: optimism beta={res['config']['beta']}, T={res['config']['temperature']}, "
-                     f"{'reference map, ' if res['core_overrides'] else ''}"
                      f"{seeds} seeds, lr={res['lr']:g}", fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="benchmarks/results/correction_bandit/")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--sweep", type=int, default=1, help="1: also run the low- and high-optimism world models")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--sweep", type=int, default=1, help="1: also the other optimism levels and the options")
     for field, default in asdict(BanditConfig()).items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default)
     args = parser.parse_args()
@@ -350,21 +427,35 @@ def main() -> None:
     # Learning rate: tuned for real-only (best final true reward, seed mean), then shared by every arm.
     grid = [cfg.lr] if cfg.lr > 0 else [float(x) for x in cfg.lr_grid.split(",")]
     real_by_lr = {lr_c: [run_arm("real_only", s, cfg, lr_c) for s in range(args.seeds)] for lr_c in grid}
-    lr_grid = {lr_c: float(np.mean([r["curve"][-1][1] for r in runs])) for lr_c, runs in real_by_lr.items()}
+    lr_grid = {lr_c: round(float(np.mean([r["curve"][-1][1] for r in runs])), 5) for lr_c, runs in real_by_lr.items()}
     lr = max(lr_grid, key=lr_grid.get)
     print("real-only lr grid (final true reward, seed mean): "
           + ", ".join(f"lr={k:g}: {v:.4f}" for k, v in lr_grid.items()) + f"  -> lr={lr:g} for every arm")
     real_runs = real_by_lr[lr]
 
-    settings = {"main": run_setting(cfg, args.seeds, lr, real_runs, "main")}
-    if args.sweep:
-        settings["main_reference_core"] = run_setting(cfg, args.seeds, lr, real_runs, "main_reference_core", REFERENCE_CORE)
-        for label, beta in (("low_optimism", cfg.beta_low), ("high_optimism", cfg.beta_high)):
-            settings[label] = run_setting(replace(cfg, beta=beta), args.seeds, lr, real_runs, label)
+    settings = {}
+    levels = [("main", cfg.beta)] + ([("low_optimism", cfg.beta_low), ("high_optimism", cfg.beta_high)] if args.sweep else [])
+    for label, beta in levels:
+        wm_cfg = replace(cfg, beta=beta)
+        settings[label], base = run_setting(wm_cfg, args.seeds, lr, real_runs, label)
+        if not args.sweep:
+            continue
+        if label == "main":
+            settings["main_reference_core"], _ = run_setting(
+                wm_cfg, args.seeds, lr, real_runs, "main_reference_core", REFERENCE_CORE, ["debias", "denoise", "both"], base)
+            settings["main_known_outcome_noise"], _ = run_setting(
+                wm_cfg, args.seeds, lr, real_runs, "main_known_outcome_noise", None, ["denoise", "both"], base, True)
+        settings[f"{label}_inverse_variance_weights"], _ = run_setting(
+            wm_cfg, args.seeds, lr, real_runs, f"{label}_inverse_variance_weights", INVERSE_VARIANCE_WEIGHTS,
+            ["denoise", "both"], base)
+        settings[f"{label}_uncertainty_calibration"], _ = run_setting(
+            wm_cfg, args.seeds, lr, real_runs, f"{label}_uncertainty_calibration", UNCERTAINTY_CALIBRATION,
+            ["debias", "both"], base)
     print(f"\n({time.time() - t0:.0f}s)")
 
     (out_dir / "results.json").write_text(
-        json.dumps({"seeds": args.seeds, "lr_grid_real_only_final": lr_grid, "lr": lr, "settings": settings}, indent=1)
+        json.dumps({"seeds": args.seeds, "lr_grid_real_only_final": lr_grid, "lr": lr, "settings": settings},
+                   separators=(",", ":"))
     )
     plot(settings, out_dir / "reward_vs_compute.png", args.seeds)
     print("wrote", out_dir / "results.json", out_dir / "reward_vs_compute.png")
