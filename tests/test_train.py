@@ -71,10 +71,10 @@ def test_imagined_groups_can_branch_from_real_rollouts(debug_run, tmp_path, monk
     starts, horizons = [], []
     real_imagine = train.imagine
 
-    def spy(env, adapter, start, horizon):
+    def spy(env, adapter, start, horizon, **kw):
         starts.append(start)
         horizons.append(horizon)
-        return real_imagine(env, adapter, start, horizon)
+        return real_imagine(env, adapter, start, horizon, **kw)
 
     monkeypatch.setattr(train, "imagine", spy)
     pool = []
@@ -93,3 +93,17 @@ def test_imagined_groups_can_branch_from_real_rollouts(debug_run, tmp_path, monk
 
 
 _original_starts = train.WMRLTrainer.imagined_starts
+
+
+def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():
+    from vla_wmrl.imagination import _pick
+
+    # Two rollouts over 5 steps: a failure with a spurious mid-rollout peak (runs to the horizon), and a success that
+    # ended at step 3 (-1 marks steps after its end).
+    probs = np.array([[0.01, 0.02], [0.45, 0.10], [0.02, 0.70], [0.01, -1.0], [0.00, -1.0]])
+    lengths = np.array([5, 3])
+    final, peak = _pick(probs, lengths, "final"), _pick(probs, lengths, "max")
+    assert probs[final, [0, 1]].tolist() == [0.0, 0.7]
+    assert probs[peak, [0, 1]].tolist() == [0.45, 0.7]
+    with pytest.raises(ValueError, match="valid"):
+        _pick(probs, lengths, "mean")

@@ -5,8 +5,11 @@ frame of a seeded simulator reset; real (anchor) groups reset the simulator with
 identical state. Every real rollout is also replayed open-loop in the world model (first real frame + its real
 actions), which gives the (predicted score, real outcome) pairs the calibrator learns from.
 
-A rollout's score is the world model's highest predicted success probability along it (success ends an episode), and
-its variance the ensemble's score variance at that step.
+A rollout's score is the world model's predicted success probability at its last step (``score="final"``: success
+ends an episode, so it is judged at the terminal state), or the highest along it (``score="max"``); its variance is
+the ensemble's score variance at that step. ``max`` is biased upwards for long rollouts -- failures run to the
+horizon and collect the most chances of a spurious peak -- and on the policy's own real Lift rollouts, replayed in
+the world model, it scored failures 0.14 on average against 1e-5 for ``final``.
 """
 
 from __future__ import annotations
@@ -49,8 +52,20 @@ def repeat_obs(obs: dict, times: int) -> dict:
             for k, v in obs.items()}
 
 
+SCORES = ("final", "max")
+
+
+def _pick(probs: np.ndarray, lengths: np.ndarray, score: str) -> np.ndarray:
+    """Index of the scored step per rollout: (T, B) probabilities (-1 past a rollout's end) -> (B,)."""
+    if score == "final":
+        return np.maximum(lengths - 1, 0)
+    if score == "max":
+        return probs.argmax(axis=0)
+    raise ValueError(f"unknown rollout score {score!r}; valid: {list(SCORES)}")
+
+
 @torch.no_grad()
-def imagine(imagined_env, adapter, start_obs: dict, horizon: int) -> list[Rollout]:
+def imagine(imagined_env, adapter, start_obs: dict, horizon: int, score: str = "final") -> list[Rollout]:
     """Roll the policy out in the world model from each start observation until success or ``horizon``.
 
     Args:
@@ -58,6 +73,7 @@ def imagine(imagined_env, adapter, start_obs: dict, horizon: int) -> list[Rollou
         adapter: the policy as a batched rollout policy (``act(obs, info)``, ``reset(mask)``).
         start_obs: batched real start observations (B entries).
         horizon: maximum steps.
+        score: ``final`` or ``max`` (see the module docstring).
     """
     obs, info = imagined_env.reset(start_obs)
     n = len(obs["task"])
@@ -80,7 +96,7 @@ def imagine(imagined_env, adapter, start_obs: dict, horizon: int) -> list[Rollou
             break
     probs, vars_, alive_hist = np.stack(probs), np.stack(vars_), np.stack(alive_hist)  # (T, B)
     stacked = {k: np.stack(v, axis=1) for k, v in steps.items()}  # (B, T, ...)
-    best = probs.argmax(axis=0)
+    best = _pick(probs, alive_hist.sum(axis=0), score)
     out = []
     for i in range(n):
         T = int(alive_hist[:, i].sum())
@@ -99,7 +115,7 @@ def from_episode(ep: Episode, image_keys: list[str]) -> Rollout:
 
 
 @torch.no_grad()
-def score_in_world_model(imagined_env, rollouts: list[Rollout]) -> None:
+def score_in_world_model(imagined_env, rollouts: list[Rollout], score: str = "final") -> None:
     """Replay real rollouts open-loop in the world model (first real frame + the real actions) and store its
     predicted score and variance on each, in place. Frames of the replay are kept for side-by-side videos."""
     if not rollouts:
@@ -111,18 +127,17 @@ def score_in_world_model(imagined_env, rollouts: list[Rollout]) -> None:
     imagined_env.reset(start)
     T = max(r.length for r in rollouts)
     lengths = np.array([r.length for r in rollouts])
-    best, best_var = np.full(len(rollouts), -1.0), np.zeros(len(rollouts))
-    frames = []
+    probs, vars_, frames = [], [], []
     for t in range(T):
         action = np.stack([r.action[min(t, r.length - 1)] for r in rollouts])
         obs, _, _, _, info = imagined_env.step(action)
-        inside = t < lengths
-        better = inside & (info["success_prob"] > best)
-        best = np.where(better, info["success_prob"], best)
-        best_var = np.where(better, info["score_var"], best_var)
+        probs.append(np.where(t < lengths, info["success_prob"], -1.0))
+        vars_.append(np.asarray(info["score_var"]))
         frames.append(obs[keys[0]])
+    probs, vars_ = np.stack(probs), np.stack(vars_)
+    best = _pick(probs, lengths, score)
     for i, r in enumerate(rollouts):
-        r.pred_score, r.pred_var = float(best[i]), float(best_var[i])
+        r.pred_score, r.pred_var = float(probs[best[i], i]), float(vars_[best[i], i])
         r.frames_imagined = [f[i] for f in frames[: r.length]]
 
 

@@ -74,6 +74,8 @@ class WMRLConfig:
                                      # step of a recent real rollout (short branches the world model predicts well)
     imagine_horizon: int | None = None  # steps per imagined rollout (None = horizon)
     branch_pool: int = 64            # recent real rollouts that imagine_from=real branches from
+    score: str = "final"             # a rollout's world-model score: success probability at its last step (final)
+                                     # or the highest along it (max; biased up for long, failed rollouts)
     num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
     eval_every: int = 10             # updates between real-simulator evaluations (0 = only at the end)
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
@@ -171,6 +173,10 @@ class WMRLTrainer:
             _check_world_model_fits(world_model, executor)
             self.imagined = ImaginedVectorEnv(world_model, horizon=cfg.horizon, seed=seed)
             self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
+        from vla_wmrl.imagination import SCORES
+
+        if cfg.score not in SCORES:
+            raise ValueError(f"unknown wmrl.score {cfg.score!r}; valid: {list(SCORES)}")
         if cfg.imagine_from not in IMAGINE_FROM:
             raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
         self.adapter = RolloutAdapter(policy)
@@ -200,7 +206,8 @@ class WMRLTrainer:
             imagined = []
             if imag_seeds:
                 start = repeat_obs(self.imagined_starts(imag_seeds), G)
-                imagined = imagine(self.imagined, self.adapter, start, self.cfg.imagine_horizon or self.cfg.horizon)
+                imagined = imagine(self.imagined, self.adapter, start, self.cfg.imagine_horizon or self.cfg.horizon,
+                                   score=self.cfg.score)
             imag_s = time.perf_counter() - t0
             episodes, real_s = future.result() if future else ([], 0.0)
         by_seed = {s: [] for s in real_seeds}
@@ -208,7 +215,7 @@ class WMRLTrainer:
             by_seed[ep.seed].append(from_episode(ep, self.image_keys))
         real = [r for s in real_seeds for r in by_seed[s]]
         if self.imagined is not None:
-            score_in_world_model(self.imagined, real)  # (predicted, real) pairs for the calibrator
+            score_in_world_model(self.imagined, real, self.cfg.score)  # (predicted, real) pairs for the calibrator
         groups, it_i, it_r = [], iter(range(0, len(imagined), G)), iter(real_seeds)
         for a in anchors:
             if a:
