@@ -79,7 +79,7 @@ def test_imagined_groups_can_branch_from_real_rollouts(debug_run, tmp_path, monk
     monkeypatch.setattr(train, "imagine", spy)
     pool = []
     monkeypatch.setattr(train.WMRLTrainer, "imagined_starts", lambda self, seeds: (
-        pool.append([r.images[self.image_keys[0]] for r in self.branch_pool]),
+        pool.append([r.images[self.image_keys[0]] for r in self.recent_real[-self.cfg.branch_pool:]]),
         _original_starts(self, seeds))[1])
     summary = train.run(_cfg(tmp, "wmrl.imagine_from=real", "wmrl.imagine_horizon=7",
                              "correction.anchor_fraction=0.5"), tmp_path / "branch")

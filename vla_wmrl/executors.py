@@ -47,6 +47,8 @@ class SimExecutor:
     """Real episodes in a registered simulator: ``num_envs`` worker processes plus one in-process env for start
     frames. Episodes are truncated at ``horizon``."""
 
+    kind = "sim"
+
     def __init__(self, sim, horizon: int, num_envs: int = 2):
         import sims
 
@@ -94,6 +96,8 @@ class RobotExecutor:
         run_cfg: operator, safety and recording settings of the robot's episodes.
         record_root: the LeRobotDataset every robot episode (anchor and evaluation) is recorded into.
     """
+
+    kind = "dataset"
 
     def __init__(self, dataset: str, robot_cfg: dict | None, horizon: int, run_cfg: RobotRunConfig | None = None,
                  record_root: str | Path | None = None):

@@ -322,8 +322,8 @@ class RobotEnv:
         for c in self.cameras:
             img = np.asarray(raw[c])
             want = tuple(self.spec.image_shapes[c])
-            if self.cfg.resize_images and img.ndim == 3 and img.shape != want and img.shape[-1] == want[-1]:
-                from vla_wmrl.data import resize_images
+            if self.cfg.resize_images and img.ndim == 3 and img.shape[-1] == want[-1]:
+                from vla_wmrl.data import resize_images  # a no-op when the size already matches
 
                 img = resize_images(img.astype(np.uint8, copy=False), want[0], self.cfg.resize_images)
             if img.shape != want:

@@ -38,13 +38,14 @@ from tqdm import tqdm
 from vla_wmrl.algos.grpo import GRPO, GRPOConfig
 from vla_wmrl.config import ExpertConfig, SimConfig, to_dataclass, write_summary
 from vla_wmrl.correction import CorrectionConfig, RewardCorrector
-from vla_wmrl.imagination import (Rollout, from_episode, imagine, repeat_obs, score_in_world_model, step_batch,
-                                  to_policy_batch)
+from vla_wmrl.imagination import (SCORES, Rollout, from_episode, imagine, repeat_obs, score_in_world_model,
+                                  step_batch, to_policy_batch)
 from vla_wmrl.stages import run_stage
 
 log = logging.getLogger(__name__)
 MODES = ("wmrl", "sim", "wm")
 IMAGINE_FROM = ("reset", "real")
+RECENT_REAL = 256  # real rollouts kept for world-model fine-tuning
 
 
 @dataclass
@@ -173,8 +174,6 @@ class WMRLTrainer:
             _check_world_model_fits(world_model, executor)
             self.imagined = ImaginedVectorEnv(world_model, horizon=cfg.horizon, seed=seed)
             self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
-        from vla_wmrl.imagination import SCORES
-
         if cfg.score not in SCORES:
             raise ValueError(f"unknown wmrl.score {cfg.score!r}; valid: {list(SCORES)}")
         if cfg.imagine_from not in IMAGINE_FROM:
@@ -182,9 +181,9 @@ class WMRLTrainer:
         self.adapter = RolloutAdapter(policy)
         self.rng = np.random.default_rng(seed)
         self.branch_rng = np.random.default_rng(seed + 1)
-        self.branch_pool: list[Rollout] = []  # recent real rollouts (imagine_from=real)
         self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
-        self.new_real: list[Rollout] = []
+        # The most recent real rollouts: world-model fine-tuning data, and imagine_from=real's branch points.
+        self.recent_real: list[Rollout] = []
         self.history: list[dict] = []
         self.last_anchor_rollouts: list[Rollout] = []
 
@@ -233,9 +232,10 @@ class WMRLTrainer:
     def imagined_starts(self, seeds: list[int]) -> dict:
         """Start observations of imagined groups: seeded resets, or (``imagine_from=real``, once real rollouts
         exist) the observation at a random step of a random recent real rollout."""
-        if self.cfg.imagine_from != "real" or not self.branch_pool:
+        pool = self.recent_real[-self.cfg.branch_pool:]
+        if self.cfg.imagine_from != "real" or not pool:
             return self.executor.start_observations(seeds)
-        picks = [self.branch_pool[i] for i in self.branch_rng.integers(len(self.branch_pool), size=len(seeds))]
+        picks = [pool[i] for i in self.branch_rng.integers(len(pool), size=len(seeds))]
         steps = [int(self.branch_rng.integers(r.length)) for r in picks]
         obs = {k: np.stack([r.images[k][t] for r, t in zip(picks, steps)]) for k in self.image_keys}
         obs["observation.state"] = np.stack([r.state[t] for r, t in zip(picks, steps)])
@@ -265,8 +265,7 @@ class WMRLTrainer:
         algo_metrics = self.algo.update(steps, out.advantages.reshape(-1), out.weights.reshape(-1), index,
                                         num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
-        self.new_real += real_rollouts
-        self.branch_pool = (self.branch_pool + real_rollouts)[-self.cfg.branch_pool:]
+        self.recent_real = (self.recent_real + real_rollouts)[-max(RECENT_REAL, self.cfg.branch_pool):]
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
         self.real_steps += metrics["real_steps"]
         self.update_idx += 1
@@ -289,9 +288,9 @@ class WMRLTrainer:
         the world model follows the changing policy without forgetting."""
         from vla_wmrl.train_world_model import make_windows
 
-        if not self.new_real or self.wm_data is None:
+        if not self.recent_real or self.wm_data is None:
             return {}
-        new = rollouts_to_episode_data(self.new_real, self.image_keys)
+        new = rollouts_to_episode_data(self.recent_real[-RECENT_REAL:], self.image_keys)
         wm, cfg = self.world_model, self.cfg
         wm.train()
         gen = torch.Generator().manual_seed(self.seed + self.update_idx)
@@ -313,7 +312,6 @@ class WMRLTrainer:
             self.wm_opt.step()
             losses.append(loss.item())
         wm.eval()
-        self.new_real = self.new_real[-256:]  # keep the most recent real episodes for the next fine-tunes
         return {"wm/finetune_loss": float(np.mean(losses)) if losses else float("nan")}
 
     def evaluate(self, episodes: int, video_dir: Path | None = None) -> dict:
@@ -369,7 +367,7 @@ def _check_world_model_fits(world_model, executor) -> None:
     wcfg = world_model.cfg
     space = executor.observation_space
     env_keys = sorted(executor.image_keys)
-    what = "sim" if hasattr(executor, "sim") else "dataset"
+    what = executor.kind
     problems = []
     if sorted(wcfg.image_keys) != env_keys:
         problems.append(f"cameras: world model {sorted(wcfg.image_keys)} vs {what} {env_keys}")
@@ -504,7 +502,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
         final = trainer.history[-1]
         trainer.policy.save_pretrained(run_dir / "policy")
         summary = {"sim": sim.name if sim else None, "dataset": str(dataset) if sim is None else None,
-                   "robot": robot_cfg.get("type") if robot_cfg else None, "mode": wcfg.mode, "correction": asdict(corr_cfg), "updates": trainer.update_idx,
+                   "robot": robot_cfg.get("type") if robot_cfg else None, "mode": wcfg.mode,
+                   "correction": asdict(corr_cfg), "updates": trainer.update_idx,
                    "base_success_rate": trainer.history[0]["success_rate"],
                    "final_success_rate": final["success_rate"],
                    "improvement_points": 100 * (final["success_rate"] - trainer.history[0]["success_rate"]),

@@ -351,7 +351,8 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
     finally:
         bar.close()
         writer.close()
-        summary = {"status": status, "world_model": model_cfg["name"], "sim": sim.name if sim else None, "datasets": roots,
+        summary = {"status": status, "world_model": model_cfg["name"], "sim": sim.name if sim else None,
+                   "datasets": roots,
                    "frames": len(data), "episodes": n_ep, "steps": step, "trained_minutes": trained_s / 60,
                    "wall_minutes": (time.perf_counter() - t_start) / 60, "checkpoint": str(ckpt_dir / "last"),
                    "parameters": sum(p.numel() for p in model.parameters()), "val": last_val,
