@@ -32,11 +32,11 @@ from lerobot.robots.robot import Robot
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
 import sims
+from sims.mujoco_reach import STATE_NAMES as REACH_STATE_NAMES
 
 # Motor-style names of each sim's state and action vector entries; sims not listed get "state_<i>" / "action_<i>".
 FEATURE_NAMES: dict[str, tuple[list[str], list[str]]] = {
-    "mujoco_reach": (["shoulder.pos", "elbow.pos", "fingertip.x", "fingertip.y", "shoulder.vel", "elbow.vel"],
-                     ["shoulder.delta", "elbow.delta"]),
+    "mujoco_reach": (REACH_STATE_NAMES, ["shoulder.delta", "elbow.delta"]),
 }
 
 

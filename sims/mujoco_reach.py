@@ -18,14 +18,30 @@ from sims.base import ImageObsMixin, check_finite_state, instability_count
 ASSET = Path(__file__).resolve().parent.parent / "assets" / "planar_reach.xml"
 COLOURS = ("red", "blue")
 LINK1, LINK2 = 0.2, 0.18
+# Workspace. Targets lie in front of the arm (x > 0), so one inverse-kinematics branch (elbow >= 0) reaches each with a
+# shoulder angle inside (-pi, pi/2): no wrap-around at +-pi. The joint box is convex, so moving the set-points straight
+# towards that solution never meets a joint limit, wherever the arm starts. The expert's action is then a smooth
+# function of the state (apart from the saturation), which behaviour cloning learns from ~100 demonstrations.
+START_JOINTS = ([-2.5, -2.0], [2.5, 2.0])  # (low, high) of the initial [shoulder, elbow], radians
+TARGET_RADIUS = (0.15, 0.34)               # distance of a target from the shoulder, metres
+TARGET_ANGLE = (-np.pi / 2, np.pi / 2)     # bearing of a target, radians
+MIN_TARGET_GAP = 0.15                      # minimum distance between the two targets, metres
+# Entries of ``observation.state`` (LeRobot motor-style names; sims.lerobot_robot exposes them as robot features).
+STATE_NAMES = ["shoulder.pos", "elbow.pos", "fingertip.x", "fingertip.y", "shoulder.vel", "elbow.vel",
+               "shoulder.goal", "elbow.goal", "red_target.x", "red_target.y", "blue_target.x", "blue_target.y"]
 
 
 class MujocoReachEnv(ImageObsMixin, gym.Env):
     """Planar arm reaching a coloured target named by the instruction.
 
-    Observation: ``observation.images.<cam>`` (H, W, 3) uint8 upright, ``observation.state`` (6,) float32 =
-    [shoulder, elbow, fingertip x, fingertip y, shoulder vel, elbow vel], ``task`` (the instruction).
-    Action: (2,) in [-1, 1], joint-position deltas scaled by ``max_delta`` radians per step.
+    Observation: ``observation.images.<cam>`` (H, W, 3) uint8 upright, ``observation.state`` (12,) float32 =
+    :data:`STATE_NAMES` (joint positions, fingertip, joint velocities, the joint set-points the actions move, and
+    the positions of *both* targets), ``task`` (the instruction).
+    Action: (2,) in [-1, 1], deltas on the joint-position set-points, scaled by ``max_delta`` radians per step.
+
+    The state is Markov for the task: the set-point is in it (an action moves the set-point, not the joint, and the
+    servo lags), and so are both targets, in a fixed order that does not depend on which one is named. Only the
+    instruction says which target to reach, so a policy that ignores it can do no better than a coin toss.
     Reward: sparse 1 on success (fingertip within ``success_radius`` of the named target), or dense
     ``-distance`` when ``reward_type="dense"``.
 
@@ -62,7 +78,7 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
         self._renderer: mujoco.Renderer | None = None
         self._target_colour = "red"
         self._t = 0
-        self.observation_space = self._make_observation_space(state_dim=6)
+        self.observation_space = self._make_observation_space(state_dim=len(STATE_NAMES))
         self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 
     # ----------------------------------------------------------------------------------------------------------- #
@@ -75,16 +91,14 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
         mujoco.mj_resetData(self.model, self.data)
         rng = self.np_random
         self._target_colour = self.colour or COLOURS[int(rng.integers(2))]
-        q0 = rng.uniform([-2.5, -2.0], [2.5, 2.0])
+        q0 = rng.uniform(*START_JOINTS)
         self.data.qpos[:] = q0
         self.data.ctrl[:] = q0
-        # Two targets at reachable, well separated positions.
+        # Two targets in front of the arm, reachable with the elbow bent one way, well separated.
         for name in ("target_red", "target_blue"):
-            r, a = rng.uniform(0.15, 0.34), rng.uniform(-np.pi, np.pi)
-            self.data.mocap_pos[self.model.body(name).mocapid[0]] = [r * np.cos(a), r * np.sin(a), 0.005]
-        while np.linalg.norm(self._target_pos("red") - self._target_pos("blue")) < 0.15:
-            r, a = rng.uniform(0.15, 0.34), rng.uniform(-np.pi, np.pi)
-            self.data.mocap_pos[self.model.body("target_blue").mocapid[0]] = [r * np.cos(a), r * np.sin(a), 0.005]
+            self._place_target(name, rng)
+        while np.linalg.norm(self._target_pos("red") - self._target_pos("blue")) < MIN_TARGET_GAP:
+            self._place_target("target_blue", rng)
         mujoco.mj_forward(self.model, self.data)
         self._t = 0
         return self._obs(), self._info(unstable=False)
@@ -110,6 +124,10 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
         return self._obs(), reward, terminated, truncated, self._info(unstable, success)
 
     # ------------------------------------------------------------------------------------------------------------ #
+    def _place_target(self, name: str, rng: np.random.Generator):
+        r, a = rng.uniform(*TARGET_RADIUS), rng.uniform(*TARGET_ANGLE)
+        self.data.mocap_pos[self.model.body(name).mocapid[0]] = [r * np.cos(a), r * np.sin(a), 0.005]
+
     def _target_pos(self, colour: str) -> np.ndarray:
         return self.data.mocap_pos[self.model.body(f"target_{colour}").mocapid[0]][:2].copy()
 
@@ -127,7 +145,8 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
         return self._renderer.render()  # mujoco.Renderer already returns upright images
 
     def _state(self) -> np.ndarray:
-        return np.concatenate([self.data.qpos[:2], self._fingertip(), self.data.qvel[:2]]).astype(np.float32)
+        return np.concatenate([self.data.qpos[:2], self._fingertip(), self.data.qvel[:2], self.data.ctrl[:2],
+                               self._target_pos("red"), self._target_pos("blue")]).astype(np.float32)
 
     def _info(self, unstable: bool, success: bool = False) -> dict:
         return {"is_success": bool(success), "sim_unstable": bool(unstable),
@@ -158,9 +177,17 @@ class MujocoReachEnv(ImageObsMixin, gym.Env):
 class ReachExpert:
     """Scripted expert for `mujoco_reach`: analytic two-link inverse kinematics towards the named target.
 
+    It moves the joint set-points straight towards the elbow-positive IK solution of the named target, at most
+    ``max_delta`` radians per step. Everything it uses is in the observation (set-points and both targets in
+    ``observation.state``, the colour in ``task``), so its action is a function of what a policy sees; with the
+    workspace of :class:`MujocoReachEnv` (targets in front, one IK branch, no joint limit in the way) that function is
+    smooth apart from the saturation at +-1. (An earlier expert chose the nearer of both IK branches and wrapped the
+    shoulder angle: discontinuous, and far harder to clone; see docs/policies.md, Results.)
+
     Args:
         noise: standard deviation of Gaussian noise added to the action.
         seed: seed of the noise generator.
+        max_delta: the env's set-point change per step at action 1, in radians.
     """
 
     def __init__(self, noise: float = 0.0, seed: int | None = None, max_delta: float = 0.15):
@@ -170,18 +197,18 @@ class ReachExpert:
     def reset(self):
         pass
 
+    @staticmethod
+    def joint_goal(target: np.ndarray) -> np.ndarray:
+        """Joint angles [shoulder, elbow] (elbow >= 0) that put the fingertip on ``target`` (x, y)."""
+        x, y = target
+        cos_elbow = np.clip((x * x + y * y - LINK1**2 - LINK2**2) / (2 * LINK1 * LINK2), -1.0, 1.0)
+        elbow = np.arccos(cos_elbow)
+        shoulder = np.arctan2(y, x) - np.arctan2(LINK2 * np.sin(elbow), LINK1 + LINK2 * np.cos(elbow))
+        return np.array([shoulder, elbow])
+
     def act(self, privileged: dict) -> np.ndarray:
-        x, y = privileged["target"]
-        q = privileged["ctrl"]  # position actuators track ctrl; steer the set-point
-        d2 = np.clip((x * x + y * y - LINK1**2 - LINK2**2) / (2 * LINK1 * LINK2), -1.0, 1.0)
-        best = None
-        for elbow in (np.arccos(d2), -np.arccos(d2)):  # both IK branches; take the nearer one
-            shoulder = np.arctan2(y, x) - np.arctan2(LINK2 * np.sin(elbow), LINK1 + LINK2 * np.cos(elbow))
-            shoulder = (shoulder + np.pi) % (2 * np.pi) - np.pi  # inside the joint range, no wrap-through
-            diff = np.array([shoulder, elbow]) - q
-            if best is None or np.abs(diff).sum() < np.abs(best).sum():
-                best = diff
-        action = np.clip(best / self.max_delta, -1.0, 1.0)
+        # Position actuators track ctrl: steer the set-point, not the (lagging) joint.
+        action = np.clip((self.joint_goal(privileged["target"]) - privileged["ctrl"]) / self.max_delta, -1.0, 1.0)
         if self.noise > 0:
             action = np.clip(action + self.rng.normal(0.0, self.noise, 2), -1.0, 1.0)
         return action.astype(np.float32)

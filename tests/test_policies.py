@@ -15,6 +15,10 @@ from vla_wmrl.policies import (POLICIES, RolloutAdapter, get_policy_class, load_
 IMG = "observation.images.top"
 SMALL = {"conv_channels": [8, 16, 16], "image_embed_dim": 32, "text_byte_dim": 8, "text_hidden_dim": 16,
          "hidden_dim": 32}
+# Language tests in `mujoco_reach` (sizes measured in docs/policies.md, Results).
+FAST_LANG = {"episodes": 80, "image_size": 32, "steps": 1200, "lr": 1e-3, "seeds": 20,
+             "policy": {"conv_channels": [8, 16, 16], "image_embed_dim": 16, "crop_pad": 8, "hidden_dim": 256}}
+SLOW_LANG = {"episodes": 100, "steps": 2000, "max_minutes": 20}
 
 
 def features(image=(3, 32, 32), state=(6,), action=(2,)):
@@ -262,59 +266,108 @@ def test_instruction_alone_changes_actions():
     assert set(policy._text_cache) == {red, blue, "Reach the GREEN target!"}
 
 
-def _final_distances(policy, seed: int, colour: str, steps: int = 50) -> dict:
-    """Run ``policy`` told to reach ``colour`` from the start state of ``seed``; fingertip-to-target distances at the
-    end, per target colour. (With ``colour`` fixed, the start state of a seed is the same for both colours.)"""
+def _reach_bc(tmp_path, episodes: int, image_size: int, sft_cfg, num_envs: int = 2, **policy_overrides):
+    """Behaviour cloning on scripted-expert `mujoco_reach` demonstrations, through the real pipeline: seeded episodes
+    in the simulator -> LeRobotDataset -> decoded frames -> ``vla_wmrl.sft.train``. Returns (policy, sft summary)."""
+    from vla_wmrl.collect import collect
+    from vla_wmrl.config import ExpertConfig, SimConfig
+    from vla_wmrl.sft import load_frames, train
+
+    torch.set_num_threads(1)
+    sim = SimConfig(name="mujoco_reach", cameras=["top"], horizon=50, image_size=image_size)
+    collect(sim, ExpertConfig(noise=0.0), episodes=episodes, root=str(tmp_path / "reach"), repo_id="local/reach_lang",
+            seed=0, num_envs=num_envs, video=True)
+    frames, meta = load_frames(tmp_path / "reach")
+    assert set(frames["task"]) == {"reach the red target", "reach the blue target"}
+    torch.manual_seed(0)
+    policy = make_policy(make_policy_config("tiny_vla", device="cpu", **policy_overrides), meta)
+    summary = train(policy, frames, sft_cfg, tmp_path / "run")
+    policy.eval()
+    return policy, summary
+
+
+def _run_told(policy, seed: int, told: str, image_size: int, steps: int = 50, early: int = 10) -> tuple[dict, str]:
+    """Run ``policy`` from the start state of ``seed`` for up to ``steps`` steps, told "reach the <told> target". The
+    env's own target is fixed (red) and its episode end ignored, so two runs differ in the instruction alone.
+
+    Returns:
+        ``(distances, first)``: fingertip-to-target distances after ``early`` steps, per colour; the colour of the
+        first target whose success radius the fingertip enters ("neither" if none within ``steps``).
+    """
     import sims
     from vla_wmrl.policies.base import obs_to_batch
 
-    env = sims.make_env("mujoco_reach", image_size=64, colour=colour, horizon=steps)
+    env = sims.make_env("mujoco_reach", image_size=image_size, colour="red", horizon=steps)
     try:
         obs, _ = env.reset(seed=seed)
-        for _ in range(steps):
+        for t in range(1, steps + 1):
+            obs = {**obs, "task": f"reach the {told} target"}
             batch = obs_to_batch({k: [v] if k == "task" else np.asarray(v)[None] for k, v in obs.items()},
                                  policy.config.input_features)
-            obs, _, terminated, truncated, _ = env.step(policy.select_action(batch, deterministic=True)[0].numpy())
-            if terminated or truncated:
-                break
-        tip = env._fingertip()
-        return {c: float(np.linalg.norm(tip - env._target_pos(c))) for c in ("red", "blue")}
+            obs, _, _, _, _ = env.step(policy.select_action(batch, deterministic=True)[0].numpy())
+            tip = env._fingertip()
+            distances = {c: float(np.linalg.norm(tip - env._target_pos(c))) for c in ("red", "blue")}
+            if t == early:
+                at_early = distances
+            reached = [c for c, d in distances.items() if d < env.success_radius]
+            if reached and t >= early:
+                return at_early, reached[0]
+            if reached:  # reached before `early`: the arm is at the target; measure there
+                return distances, reached[0]
+        return at_early, "neither"
     finally:
         env.close()
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(reason="BC does not yet learn to reach in mujoco_reach (see docs/policies.md, Results)", strict=False)
-def test_language_decides_the_target_in_mujoco_reach(tmp_path):
-    """Behaviour cloning on expert `mujoco_reach` data (the instruction names the target). From the same start
-    states, "reach the red target" and "reach the blue target" must end near different targets: the named one."""
-    from vla_wmrl.collect import collect
-    from vla_wmrl.config import ExpertConfig, SimConfig
-    from vla_wmrl.eval import evaluate
-    from vla_wmrl.sft import SFTConfig, load_frames, train
+def test_short_bc_run_goes_where_the_instruction_says_in_mujoco_reach(tmp_path):
+    """A short behaviour-cloning run of a small TinyVLA on expert `mujoco_reach` demonstrations (~1 min). Both targets
+    are always in the image and in the state; only the instruction names one. From each of 20 start states the
+    policy is run once told "red" and once told "blue", the two runs differing in the instruction alone. Told X, the
+    fingertip must be (after 10 steps) clearly nearer to X than when told the other colour, and enter X's success
+    radius first more often than not. A policy that ignored the instruction would make identical runs: zero distance
+    gain, and the same target first under both instructions (so at most 50% right)."""
+    from vla_wmrl.sft import SFTConfig
 
-    torch.set_num_threads(1)
+    cfg = FAST_LANG
+    policy, _ = _reach_bc(tmp_path, cfg["episodes"], cfg["image_size"],
+                          SFTConfig(steps=cfg["steps"], lr=cfg["lr"], batch_size=64, save_every=0), num_envs=1,
+                          **cfg["policy"])
+    gain, right = [], []
+    for seed in range(100000, 100000 + cfg["seeds"]):
+        runs = {told: _run_told(policy, seed, told, cfg["image_size"]) for told in ("red", "blue")}
+        gain += [runs["blue"][0]["red"] - runs["red"][0]["red"], runs["red"][0]["blue"] - runs["blue"][0]["blue"]]
+        right += [runs[told][1] == told for told in ("red", "blue")]
+    print(f"after 10 steps the fingertip is {np.mean(gain):.3f} m nearer to the target it is told (vs told the other), "
+          f"nearer in {np.mean(np.array(gain) > 0):.0%} of {len(gain)} runs; reaches the told target first in "
+          f"{np.mean(right):.0%}")
+    assert np.mean(gain) >= 0.04 and np.mean(right) > 0.5
+
+
+@pytest.mark.slow
+def test_language_decides_the_target_in_mujoco_reach(tmp_path):
+    """The default TinyVLA, behaviour-cloned on 100 expert `mujoco_reach` demonstrations (~9 min), evaluated with
+    ``vla_wmrl.eval.evaluate`` over 50 seeded episodes per target colour and instruction: it succeeds when told the
+    env's target and fails when told the other one, because it goes to the other target instead: from the same start
+    states, the target it reaches first is the one it is told (docs/policies.md, Results)."""
+    from vla_wmrl.config import SimConfig
+    from vla_wmrl.eval import evaluate
+    from vla_wmrl.sft import SFTConfig
+
+    policy, summary = _reach_bc(tmp_path, SLOW_LANG["episodes"], 64,
+                                SFTConfig(steps=SLOW_LANG["steps"], max_minutes=SLOW_LANG["max_minutes"],
+                                          batch_size=64, save_every=0))
     sim = SimConfig(name="mujoco_reach", cameras=["top"], horizon=50)
-    collect(sim, ExpertConfig(noise=0.0), episodes=60, root=str(tmp_path / "reach"), repo_id="local/reach_lang",
-            seed=0, num_envs=2, video=True)
-    frames, meta = load_frames(tmp_path / "reach")
-    torch.manual_seed(0)
-    policy = make_policy(make_policy_config("tiny_vla", device="cpu"), meta)
-    train(policy, frames, SFTConfig(steps=2500, max_minutes=7, batch_size=64, save_every=0), tmp_path / "run")
-    policy.eval()
-    closer, named, other = [], [], []
-    for seed in range(100000, 100010):
-        for colour, rival in (("red", "blue"), ("blue", "red")):
-            d = _final_distances(policy, seed, colour)
-            closer.append(d[colour] < d[rival])
-            named.append(d[colour])
-            other.append(d[rival])
     rates = {}
-    for colour, rival in (("red", "blue"), ("blue", "red")):
-        for told in (colour, rival):
-            rates[f"{colour} target, told {told}"] = evaluate(
-                policy, sim, episodes=20, num_envs=2, seed=100000, task=f"reach the {told} target",
-                env_kwargs={"colour": colour}, progress=False)["success_rate"]
-    print(f"ends closer to the named target in {np.mean(closer):.0%} of 20 runs; mean final distance to the named "
-          f"target {np.mean(named):.3f} m, to the other {np.mean(other):.3f} m; success rates {rates}")
-    assert np.mean(closer) >= 0.75 and np.mean(named) < 0.5 * np.mean(other)
+    for colour in ("red", "blue"):
+        for told in ("red", "blue"):
+            rates[colour, told] = evaluate(policy, sim, episodes=50, num_envs=2, seed=100000,
+                                           task=f"reach the {told} target", env_kwargs={"colour": colour},
+                                           progress=False)["success_rate"]
+    correct = np.mean([rates["red", "red"], rates["blue", "blue"]])
+    swapped = np.mean([rates["red", "blue"], rates["blue", "red"]])
+    # Where each instruction leads from the same start states (the runs differ in the instruction alone).
+    first = [_run_told(policy, seed, told, 64)[1] == told for seed in range(100000, 100050) for told in ("red", "blue")]
+    print(f"{summary['steps']} BC steps in {summary['seconds'] / 60:.1f} min; success with the right instruction "
+          f"{correct:.0%}, with the swapped one {swapped:.0%} (per target colour, told colour: {rates}); reaches the "
+          f"told target first in {np.mean(first):.0%} of {len(first)} runs")
+    assert correct >= 0.8 and swapped <= 0.25 and np.mean(first) >= 0.8

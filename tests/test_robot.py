@@ -43,7 +43,7 @@ class ConstantPolicy:
         self.resets += 1
 
     def act(self, obs, info):
-        assert obs["observation.state"].shape == (1, 6) and obs["observation.images.top"].shape == (1, 64, 64, 3)
+        assert obs["observation.state"].shape == (1, 12) and obs["observation.images.top"].shape == (1, 64, 64, 3)
         assert isinstance(obs["task"][0], str)
         a = self.actions[self.t % len(self.actions)]
         self.t += 1
@@ -64,14 +64,14 @@ def test_sim_robot_is_a_lerobot_robot_built_by_lerobots_factory(tmp_path):
     assert list(robot.action_features) == ["shoulder.delta", "elbow.delta"]
     ds_features = {**hw_to_dataset_features(robot.observation_features, "observation"),
                    **hw_to_dataset_features(robot.action_features, "action")}
-    assert ds_features["observation.state"]["shape"] == (6,) and ds_features["action"]["shape"] == (2,)
+    assert ds_features["observation.state"]["shape"] == (12,) and ds_features["action"]["shape"] == (2,)
     with pytest.raises(DeviceNotConnectedError):
         robot.get_observation()
     with robot:  # Robot's context manager: connect ... disconnect
         assert robot.is_connected and robot.is_calibrated and robot.task.startswith("reach the")
         obs = robot.get_observation()
         frame = build_dataset_frame(ds_features, obs, "observation")
-        assert frame["observation.state"].shape == (6,) and frame["observation.images.top"].dtype == np.uint8
+        assert frame["observation.state"].shape == (12,) and frame["observation.images.top"].dtype == np.uint8
         sent = robot.send_action({"shoulder.delta": 3.0, "elbow.delta": -0.5})
         assert sent == {"shoulder.delta": 1.0, "elbow.delta": -0.5}  # what the simulator applied
         assert robot.get_observation()["shoulder.pos"] != obs["shoulder.pos"]
@@ -81,7 +81,7 @@ def test_sim_robot_is_a_lerobot_robot_built_by_lerobots_factory(tmp_path):
 def test_dataset_spec_from_dataset_metadata_alone(reach_dataset, spec, tmp_path):
     env_space = sims.make_env("mujoco_reach").observation_space
     assert spec.cameras == ("top",) and spec.image_shapes == {"top": (64, 64, 3)} and spec.video
-    assert (spec.state_dim, spec.action_dim, spec.fps) == (6, 2, 20)
+    assert (spec.state_dim, spec.action_dim, spec.fps) == (12, 2, 20)
     assert spec.instructions == ["reach the blue target", "reach the red target"]
     assert np.all(spec.action_min >= -1.0) and np.all(spec.action_max <= 1.0)
     assert spec.num_episodes == 12 and spec.root == reach_dataset
@@ -261,7 +261,7 @@ def test_feature_mismatch_fails_at_connection_naming_both_sides(robot, spec):
     with pytest.raises(ValueError, match=r"action dimension: the robot has 2 \(\['shoulder.delta', 'elbow.delta'\]\), "
                                          r"the dataset 7"):
         RobotEnv(robot, seven).connect()
-    named = dataclasses.replace(spec, state_names=["shoulder_pan.pos"] * 6)
+    named = dataclasses.replace(spec, state_names=["shoulder_pan.pos"] * 12)
     with pytest.raises(ValueError, match=r"observation.state entries \['shoulder_pan.pos'"):
         RobotEnv(robot, named).connect()
     assert not robot.is_connected

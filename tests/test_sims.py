@@ -111,6 +111,31 @@ def test_reach_expert_succeeds():
     assert _expert_success("mujoco_reach", 10) >= 0.9
 
 
+def test_reach_state_holds_everything_the_expert_acts_on():
+    """The reach expert's action is a function of (observation.state, task): the state carries the joint set-points
+    it moves and both targets in a fixed order (red, blue), so only the instruction tells which target is meant."""
+    from sims.mujoco_reach import STATE_NAMES, ReachExpert
+
+    env = sims.make_env("mujoco_reach", cameras=())
+    expert = ReachExpert()
+    colours = set()
+    for seed in range(6):
+        obs, info = env.reset(seed=seed)
+        for _ in range(3):
+            state, task = obs["observation.state"], obs["task"]
+            assert state.shape == (len(STATE_NAMES),)
+            np.testing.assert_allclose(state[6:8], info["privileged"]["ctrl"], atol=1e-6)
+            red, blue = state[8:10], state[10:12]
+            named = red if "red" in task else blue
+            colours.add("red" if "red" in task else "blue")
+            np.testing.assert_allclose(named, info["privileged"]["target"], atol=1e-6)
+            from_obs = ReachExpert().act({"ctrl": state[6:8].astype(np.float64), "target": named.astype(np.float64)})
+            np.testing.assert_allclose(from_obs, expert.act(info["privileged"]), atol=1e-4)
+            obs, _, _, _, info = env.step(expert.act(info["privileged"]))
+    assert colours == {"red", "blue"}
+    env.close()
+
+
 def test_lift_expert_succeeds():
     assert _expert_success("robosuite_lift", 5) >= 0.8
 
