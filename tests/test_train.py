@@ -1,6 +1,7 @@
 """The whole pipeline, shrunk (`+experiment=debug` on `mujoco_reach`): every stage runs for real, end to end."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 
@@ -93,6 +94,26 @@ def test_imagined_groups_can_branch_from_real_rollouts(debug_run, tmp_path, monk
 
 
 _original_starts = train.WMRLTrainer.imagined_starts
+
+
+def test_warmup_runs_the_starting_policy_for_real_and_fine_tunes_the_world_model(debug_run, tmp_path):
+    """wmrl.warmup_groups: real groups of the BC policy before update 1; their steps are counted, their pairs reach
+    the calibrator, and the world model is fine-tuned on them (debug fine-tunes only every 2 updates: with one update,
+    any change to the world model's weights is the warm-up's)."""
+    from safetensors.torch import load_file
+
+    tmp, first = debug_run
+    common = ("wmrl.updates=1", "wmrl.groups=2", "correction.anchor_fraction=0.5", "correction.max_anchors=1")
+    plain = train.run(_cfg(tmp, *common), tmp_path / "plain")
+    warm = train.run(_cfg(tmp, *common, "wmrl.warmup_groups=2", "wmrl.warmup_wm_steps=3"), tmp_path / "warm")
+    G, horizon = 4, 20  # debug group size and horizon
+    assert warm["real_env_steps"] - plain["real_env_steps"] >= 2 * G  # two warm-up groups of >= 1 step each
+    assert warm["real_env_steps"] <= plain["real_env_steps"] + 2 * G * horizon
+    assert warm["correction_stats"]["n_pairs"] == plain["correction_stats"]["n_pairs"] + 2 * G
+    before = load_file(str(Path(first["world_model"]) / "model.safetensors"))
+    for run, changed in (("plain", False), ("warm", True)):
+        after = load_file(str(tmp_path / run / "checkpoint" / "world_model" / "model.safetensors"))
+        assert any(not (after[k] == before[k]).all() for k in before) == changed, run
 
 
 def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():
