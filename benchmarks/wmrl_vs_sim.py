@@ -5,7 +5,7 @@ and world-model checkpoint; the arms run one after another so each has the whole
 success against RL wall-clock (evaluation time excluded, identical for every arm) and against real environment steps,
 prints a table (time to reach simulator RL's final success, final success, real steps used) and writes JSON + PNG.
 
-    python benchmarks/wmrl_vs_sim.py --arms sim wmrl_both wm wmrl_none wmrl_debias wmrl_denoise \
+    python benchmarks/wmrl_vs_sim.py --arms sim sim_1group wmrl_both wm wmrl_none wmrl_debias wmrl_denoise \
         [--out benchmarks/results/wmrl_vs_sim] -- sim=robosuite_lift policy_path=... world_model_path=...
 
 Everything after ``--`` is passed to the trainer as Hydra overrides (e.g. wmrl.updates=20).
@@ -22,6 +22,9 @@ from hydra import compose, initialize_config_dir
 
 ARMS = {  # arm -> trainer overrides
     "sim": ["wmrl.mode=sim", "correction=none"],
+    # Standard RL on WMRL's real-data budget: one real group per update, as many as WMRL's anchor groups (default
+    # correction: 10% of 8 groups, at least 1). If this matches WMRL, the imagined groups add nothing.
+    "sim_1group": ["wmrl.mode=sim", "correction=none", "wmrl.groups=1"],
     "wm": ["wmrl.mode=wm", "correction=none"],
     "wmrl_none": ["wmrl.mode=wmrl", "correction=none"],
     "wmrl_debias": ["wmrl.mode=wmrl", "correction=debias"],
