@@ -263,9 +263,7 @@ class WMRLTrainer:
         else:
             anchors = self.corrector.select_anchors(cfg.groups, self.rng)
         groups, metrics = self.collect_groups(seeds, anchors)
-        pred = np.array([[r.pred_score for r in g] for g in groups], dtype=float)
-        var = np.array([[r.pred_var for r in g] for g in groups], dtype=float)
-        real = np.array([[r.real_success for r in g] for g in groups], dtype=float)
+        pred, var, real = _group_scores(groups)
         graded = np.isfinite(pred) | anchors[:, None]
         pred = np.where(np.isfinite(pred), pred, 0.0)  # sim mode has no world model: only real scores count
         out = self.corrector.process(pred, real, anchors, pred_var=np.where(np.isfinite(var), var, 0.0),
@@ -275,7 +273,7 @@ class WMRLTrainer:
         algo_metrics = self.algo.update(steps, out.advantages.reshape(-1), out.weights.reshape(-1), index,
                                         num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
-        self.recent_real = (self.recent_real + real_rollouts)[-max(RECENT_REAL, self.cfg.branch_pool):]
+        self._remember_real(real_rollouts)
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
         self.real_steps += metrics["real_steps"]
         self.update_idx += 1
@@ -297,29 +295,27 @@ class WMRLTrainer:
         """Before the first update: ``warmup_groups`` real groups of the starting policy. The world model is
         fine-tuned on them (it was trained on demonstrations and noisy-expert episodes, and ranks the policy's own
         rollouts far worse) and their (predicted, real) pairs go to the calibrator. Counted in real steps and RL time."""
-        from vla_wmrl.policies import RolloutAdapter
-
         cfg, t0 = self.cfg, time.perf_counter()
         if not cfg.warmup_groups or self.imagined is None or not self.executor.can_run:
             return {}
         seeds = [self.WARMUP_SEED + self.seed * 1_000_000 + g for g in range(cfg.warmup_groups)]
-        episodes = self.executor.run(RolloutAdapter(self.policy), [s for s in seeds for _ in range(cfg.group_size)])
-        rollouts = [from_episode(ep, self.image_keys) for ep in episodes]
-        score_in_world_model(self.imagined, rollouts, self.cfg.score)
-        shape = (cfg.warmup_groups, cfg.group_size)
-        pred = np.array([r.pred_score for r in rollouts]).reshape(shape)
-        self.corrector.process(pred, np.array([r.real_success for r in rollouts]).reshape(shape),
-                               np.ones(cfg.warmup_groups, bool),
-                               pred_var=np.array([r.pred_var for r in rollouts]).reshape(shape))
-        self.recent_real = rollouts[-max(RECENT_REAL, cfg.branch_pool):]
-        self.real_steps += sum(r.length for r in rollouts)
+        anchors = np.ones(cfg.warmup_groups, bool)
+        groups, collected = self.collect_groups(seeds, anchors)  # every group real, replayed in the world model
+        pred, var, real = _group_scores(groups)
+        self.corrector.process(pred, real, anchors, pred_var=var)
+        self._remember_real([r for g in groups for r in g])
+        self.real_steps += collected["real_steps"]
         metrics = self.finetune_world_model(cfg.warmup_wm_steps)
         self.train_seconds += time.perf_counter() - t0
-        metrics.update({"warmup_success": float(np.mean([r.real_success for r in rollouts])),
-                        "warmup_real_steps": self.real_steps, "warmup_seconds": time.perf_counter() - t0})
+        metrics.update({"warmup_success": float(real.mean()), "warmup_real_steps": collected["real_steps"],
+                        "warmup_seconds": time.perf_counter() - t0})
         log.info("warm-up: %d real rollouts (success %.2f), world model fine-tuned %d steps in %.0f s",
-                 len(rollouts), metrics["warmup_success"], cfg.warmup_wm_steps, metrics["warmup_seconds"])
+                 real.size, metrics["warmup_success"], cfg.warmup_wm_steps, metrics["warmup_seconds"])
         return metrics
+
+    def _remember_real(self, rollouts: list[Rollout]) -> None:
+        """Append real rollouts to the bounded list that fine-tuning and ``imagine_from=real`` draw from."""
+        self.recent_real = (self.recent_real + rollouts)[-max(RECENT_REAL, self.cfg.branch_pool):]
 
     def finetune_world_model(self, steps: int | None = None) -> dict:
         """``steps`` (default ``wm_finetune_steps``) gradient steps on windows from the recent real episodes,
@@ -398,6 +394,13 @@ class WMRLTrainer:
 
     def close(self) -> None:
         self.executor.close()
+
+
+def _group_scores(groups: list[list[Rollout]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(num_groups, G) arrays of the world model's scores, their variances and the real outcomes (NaN where
+    missing)."""
+    return tuple(np.array([[getattr(r, name) for r in g] for g in groups], dtype=float)
+                 for name in ("pred_score", "pred_var", "real_success"))
 
 
 def set_exploration_std(policy, std: float) -> None:
