@@ -10,6 +10,7 @@ import pytest
 from vla_wmrl.correction import (
     AnchorWeight,
     CorrectionConfig,
+    ImaginationGap,
     MonotoneCalibrator,
     RewardCorrector,
     centred_squared_error,
@@ -505,3 +506,53 @@ def test_outcome_scaled_advantages_equal_std_for_binary_and_damp_near_zero_proba
     assert a_out[0, 0] > 1.5  # a confident predicted success still stands out
     with pytest.raises(ValueError, match="valid"):
         group_advantages(tiny, graded, scale="z")
+
+
+def test_imagination_gap_trust_hand_values():
+    gap = ImaginationGap(tolerance=0.2, half_life=1.0)
+    assert gap.trust == 1.0  # nothing observed yet
+    gap.observe(0.1)
+    assert gap.gap == pytest.approx(0.1) and gap.trust == 1.0
+    gap.observe(0.5)  # half-life 1: the average moves half-way
+    assert gap.gap == pytest.approx(0.3) and gap.trust == pytest.approx(0.5)
+    gap.observe(0.9)
+    assert gap.trust == 0.0
+    for _ in range(10):  # recovers once imagination stops over-promising
+        gap.observe(-0.2)
+    assert gap.trust == 1.0
+    assert ImaginationGap(None).trust == 1.0
+
+
+def _exploit_step(corr, rng, optimism):
+    """One step: group 0 is an anchor whose closed-loop imagined scores are `optimism` above its real outcomes."""
+    pred = rng.uniform(0, 1, (4, 8))
+    real = (rng.uniform(0, 1, (4, 8)) < 0.3).astype(float)
+    check = np.full((4, 8), np.nan)
+    check[0] = np.clip(real[0].mean() + optimism + rng.normal(0, 0.05, 8), 0, 1)
+    return corr.process(pred, real, np.array([True, False, False, False]), anchor_imagined=check)
+
+
+def test_imagination_gap_switches_off_an_exploited_imagined_stream_and_only_with_denoise():
+    rng = np.random.default_rng(0)
+    on = RewardCorrector(CorrectionConfig(gap_tolerance=0.2, gap_half_life=2.0, min_pairs=10**6))
+    honest = _exploit_step(on, rng, 0.0)
+    assert on.stats()["imagination_trust"] == 1.0 and honest.valid[1:].any()
+    for _ in range(5):
+        out = _exploit_step(on, rng, 0.6)
+    stats = on.stats()
+    assert stats["imagination_gap"] > 0.4 and stats["imagination_trust"] == 0.0
+    assert not out.valid[1:].any() and (out.weights[1:] == 0).all() and (out.advantages[1:] == 0).all()
+    assert out.valid[0].any()  # the real anchor group still trains
+    off = RewardCorrector(CorrectionConfig(gap_tolerance=0.2, denoise=False, min_pairs=10**6))
+    for _ in range(5):
+        out = _exploit_step(off, rng, 0.6)
+    assert off.stats()["imagination_trust"] == 1.0 and out.valid[1:].any()
+    # round trip keeps the average
+    again = RewardCorrector(on.config)
+    again.load_state_dict(json.loads(json.dumps(on.state_dict())))
+    assert again.stats()["imagination_gap"] == stats["imagination_gap"]
+    with pytest.raises(ValueError, match="anchor group 0"):
+        bad = np.full((4, 8), np.nan)
+        bad[0, :3] = 0.5
+        on.process(rng.uniform(0, 1, (4, 8)), np.zeros((4, 8)), np.array([True, False, False, False]),
+                   anchor_imagined=bad)

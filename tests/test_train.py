@@ -34,6 +34,8 @@ def test_debug_pipeline_runs_every_stage(debug_run):
     assert (run / "policy" / "config.json").exists() and (run / "checkpoint" / "corrector.json").exists()
     assert list((run / "videos").rglob("real_imagined_*.mp4")), "no real | imagined video written"
     assert list((run / "tensorboard").glob("events.*"))
+    # the warm-up group and each update's anchor group were also imagined closed-loop and checked against reality
+    assert summary["correction_stats"]["n_gap_obs"] == 3
     stages = sorted(p.name.split("-")[0] for p in (tmp / "cache").iterdir())
     assert stages == ["demos", "noisy", "sft", "world_model"]
 
@@ -83,7 +85,7 @@ def test_imagined_groups_can_branch_from_real_rollouts(debug_run, tmp_path, monk
         pool.append([r.images[self.image_keys[0]] for r in self.recent_real[-self.cfg.branch_pool:]]),
         _original_starts(self, seeds))[1])
     summary = train.run(_cfg(tmp, "wmrl.imagine_from=real", "wmrl.imagine_horizon=7",
-                             "correction.anchor_fraction=0.5"), tmp_path / "branch")
+                             "correction.anchor_fraction=0.5", "wmrl.warmup_groups=0"), tmp_path / "branch")
     assert summary["updates"] == 2 and horizons == [7, 7]
     assert not pool[0]  # the first update has no real rollouts yet: seeded resets
     frames = np.concatenate(pool[1])  # every frame of the real rollouts branched from
@@ -104,7 +106,7 @@ def test_warmup_runs_the_starting_policy_for_real_and_fine_tunes_the_world_model
 
     tmp, first = debug_run
     common = ("wmrl.updates=1", "wmrl.groups=2", "correction.anchor_fraction=0.5", "correction.max_anchors=1")
-    plain = train.run(_cfg(tmp, *common), tmp_path / "plain")
+    plain = train.run(_cfg(tmp, *common, "wmrl.warmup_groups=0"), tmp_path / "plain")
     warm = train.run(_cfg(tmp, *common, "wmrl.warmup_groups=2", "wmrl.warmup_wm_steps=3"), tmp_path / "warm")
     G, horizon = 4, 20  # debug group size and horizon
     assert warm["real_env_steps"] - plain["real_env_steps"] >= 2 * G  # two warm-up groups of >= 1 step each

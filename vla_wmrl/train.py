@@ -82,11 +82,14 @@ class WMRLConfig:
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
     wm_finetune_every: int = 5       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
-    wm_finetune_lr: float = 3e-4
-    warmup_groups: int = 0           # real groups of the starting policy run before the first update: the world model
+    wm_finetune_lr: float = 1e-4    # 3e-4 wiped out the success predictions on Lift (docs/world_models.md)
+    warmup_groups: int = 8           # real groups of the starting policy run before the first update: the world model
                                      # is fine-tuned on them (warmup_wm_steps) and the calibrator gets their pairs, so
                                      # imagination starts on the policy's own distribution (counted as RL time/steps)
     warmup_wm_steps: int = 300       # world-model gradient steps on the warm-up episodes
+    check_imagination: bool = True   # also imagine the anchor groups' start states (closed loop, not trained on):
+                                     # the corrector's imagination gap (correction.gap_tolerance) compares them with
+                                     # the real outcomes and turns the imagined stream down when it over-promises
     videos: int = 2                  # real | imagined side-by-side videos written at each evaluation
     threads: int = 1                 # torch CPU threads
     explore_std: float | None = 0.1  # the policy's (pre-tanh) exploration std is set to this before RL; None keeps
@@ -198,11 +201,23 @@ class WMRLTrainer:
         self.last_anchor_rollouts: list[Rollout] = []
 
     # ------------------------------------------------------------------------------------------------------------
-    def collect_groups(self, seeds: list[int], anchors: np.ndarray) -> tuple[list[list[Rollout]], dict]:
-        """Imagine the non-anchor groups while the anchor groups run in the simulator workers, concurrently."""
-        G, t0 = self.cfg.group_size, time.perf_counter()
+    def collect_groups(self, seeds: list[int], anchors: np.ndarray
+                       ) -> tuple[list[list[Rollout]], list[list[Rollout]] | None, dict]:
+        """Imagine the non-anchor groups while the anchor groups run in the simulator workers, concurrently.
+
+        Returns (groups, checks, metrics). With ``check_imagination`` (a world model, ``imagine_from=reset`` and the
+        full horizon), the anchor groups' start states are imagined closed-loop as well: ``checks[i]`` holds those
+        rollouts for anchor group ``i`` (None for the others); the corrector compares them with the real outcomes,
+        and nothing trains on them."""
+        cfg, t0 = self.cfg, time.perf_counter()
+        G = cfg.group_size
         real_seeds = [s for s, a in zip(seeds, anchors) if a]
         imag_seeds = [s for s, a in zip(seeds, anchors) if not a]
+        # Only like for like: imagined from the same seeded reset and for as many steps as the real rollouts.
+        check = (self.imagined is not None and cfg.check_imagination and bool(real_seeds)
+                 and cfg.imagine_from == "reset" and (cfg.imagine_horizon or cfg.horizon) == cfg.horizon)
+        if check:
+            imag_seeds = imag_seeds + real_seeds
 
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
@@ -219,25 +234,31 @@ class WMRLTrainer:
                                    score=self.cfg.score)
             imag_s = time.perf_counter() - t0
             episodes, real_s = future.result() if future else ([], 0.0)
+        n_train = len(imagined) - (len(real_seeds) * G if check else 0)
+        imagined, checked = imagined[:n_train], imagined[n_train:]
         by_seed = {s: [] for s in real_seeds}
         for ep in episodes:
             by_seed[ep.seed].append(from_episode(ep, self.image_keys))
         real = [r for s in real_seeds for r in by_seed[s]]
         if self.imagined is not None:
             score_in_world_model(self.imagined, real, self.cfg.score)  # (predicted, real) pairs for the calibrator
-        groups, it_i, it_r = [], iter(range(0, len(imagined), G)), iter(real_seeds)
+        groups, checks, it_i, it_r = [], [], iter(range(0, len(imagined), G)), iter(range(len(real_seeds)))
         for a in anchors:
             if a:
-                groups.append(by_seed[next(it_r)])
+                j = next(it_r)
+                groups.append(by_seed[real_seeds[j]])
+                checks.append(checked[j * G:(j + 1) * G] if check else None)
             else:
                 i = next(it_i)
                 groups.append(imagined[i:i + G])
-        n_imag_steps = sum(r.length for r in imagined)
+                checks.append(None)
+        n_imag_steps = sum(r.length for r in imagined) + sum(r.length for r in checked)
         n_real_steps = sum(r.length for r in real)
-        return groups, {"imagined_steps": n_imag_steps, "real_steps": n_real_steps,
-                        "imagined_steps_per_s": n_imag_steps / max(imag_s, 1e-9) if imagined else 0.0,
-                        "real_steps_per_s": n_real_steps / max(real_s, 1e-9) if real else 0.0,
-                        "collect_seconds": time.perf_counter() - t0}
+        return groups, (checks if check else None), {
+            "imagined_steps": n_imag_steps, "real_steps": n_real_steps,
+            "imagined_steps_per_s": n_imag_steps / max(imag_s, 1e-9) if n_imag_steps else 0.0,
+            "real_steps_per_s": n_real_steps / max(real_s, 1e-9) if real else 0.0,
+            "collect_seconds": time.perf_counter() - t0}
 
     def imagined_starts(self, seeds: list[int]) -> dict:
         """Start observations of imagined groups: seeded resets, or (``imagine_from=real``, once real rollouts
@@ -262,12 +283,14 @@ class WMRLTrainer:
             anchors = np.zeros(cfg.groups, bool)
         else:
             anchors = self.corrector.select_anchors(cfg.groups, self.rng)
-        groups, metrics = self.collect_groups(seeds, anchors)
+        groups, checks, metrics = self.collect_groups(seeds, anchors)
         pred, var, real = _group_scores(groups)
         graded = np.isfinite(pred) | anchors[:, None]
         pred = np.where(np.isfinite(pred), pred, 0.0)  # sim mode has no world model: only real scores count
+        check = _check_scores(checks, pred.shape)
         out = self.corrector.process(pred, real, anchors, pred_var=np.where(np.isfinite(var), var, 0.0),
-                                     graded=graded, lengths=np.array([[r.length for r in g] for g in groups]))
+                                     graded=graded, lengths=np.array([[r.length for r in g] for g in groups]),
+                                     anchor_imagined=check)
         rollouts = [r for g in groups for r in g]
         steps, index = step_batch(rollouts)
         algo_metrics = self.algo.update(steps, out.advantages.reshape(-1), out.weights.reshape(-1), index,
@@ -288,6 +311,7 @@ class WMRLTrainer:
                         "anchor_success": float(np.nanmean(real)) if anchors.any() else float("nan"),
                         "anchor_pred_score": float(pred[anchors].mean()) if anchors.any() and self.imagined else
                         float("nan"), "imagined_pred_score": float(np.mean(imagined_pred)),
+                        "anchor_imagined_score": float(np.nanmean(check)) if check is not None else float("nan"),
                         "update_seconds": time.perf_counter() - t0})
         return metrics
 
@@ -300,9 +324,10 @@ class WMRLTrainer:
             return {}
         seeds = [self.WARMUP_SEED + self.seed * 1_000_000 + g for g in range(cfg.warmup_groups)]
         anchors = np.ones(cfg.warmup_groups, bool)
-        groups, collected = self.collect_groups(seeds, anchors)  # every group real, replayed in the world model
+        groups, checks, collected = self.collect_groups(seeds, anchors)  # every group real, replayed in the WM
         pred, var, real = _group_scores(groups)
-        self.corrector.process(pred, real, anchors, pred_var=var)
+        self.corrector.process(pred, real, anchors, pred_var=var,
+                               anchor_imagined=_check_scores(checks, pred.shape))
         self._remember_real([r for g in groups for r in g])
         self.real_steps += collected["real_steps"]
         metrics = self.finetune_world_model(cfg.warmup_wm_steps)
@@ -401,6 +426,17 @@ def _group_scores(groups: list[list[Rollout]]) -> tuple[np.ndarray, np.ndarray, 
     missing)."""
     return tuple(np.array([[getattr(r, name) for r in g] for g in groups], dtype=float)
                  for name in ("pred_score", "pred_var", "real_success"))
+
+
+def _check_scores(checks: list[list[Rollout]] | None, shape: tuple[int, int]) -> np.ndarray | None:
+    """(num_groups, G) world-model scores of the imagination-check rollouts (NaN rows where none), or None."""
+    if checks is None:
+        return None
+    out = np.full(shape, np.nan)
+    for i, c in enumerate(checks):
+        if c:
+            out[i] = [r.pred_score for r in c]
+    return out
 
 
 def set_exploration_std(policy, std: float) -> None:

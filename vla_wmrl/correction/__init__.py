@@ -17,7 +17,8 @@ Usage, once per training step::
                        task_ids=None, # (num_groups,) ints, for per_task calibration
                        graded=None,   # (num_groups, G) bool: world model produced a score (default all True)
                        real_graded=None,  # (num_groups, G) bool: anchor rollout has a real outcome (default True)
-                       real_var=None) # (num_groups, G) known noise variance of real outcomes, optional
+                       real_var=None, # (num_groups, G) known noise variance of real outcomes, optional
+                       anchor_imagined=None)  # (num_groups, G) scores of rollouts imagined from anchor start states
     out.advantages   # (num_groups, G) GRPO advantages, 0 where not valid
     out.weights      # (num_groups, G) per-sample loss weights, 0 where not valid
     out.valid        # (num_groups, G) bool, samples that contribute
@@ -44,6 +45,8 @@ Order of operations in ``process`` (one step):
     5. Weights = normaliser (1/|tau| or 1/k) x anchor weight (anchor rows) or, on imagined rows, the reliability
        1/(v + tau2) normalised to mean 1, with v the variance carried through the map and tau2 the within-group
        variance of the true scores (``sample_weighting='reliability'``, default; the reference is 1/(var + 1e-3)).
+       With ``gap_tolerance`` (and ``anchor_imagined``), imagined rows are further scaled by the imagination trust
+       in [0, 1] (2. folds each checked anchor group's gap into it, before this step's pairs), and dropped at 0.
 """
 
 from .advantages import group_advantages, normaliser_weights
@@ -52,6 +55,7 @@ from .calibrator import MonotoneCalibrator, centred_squared_error, pool_adjacent
 from .core import CorrectionConfig, CorrectionOutput, RewardCorrector, to_unit
 from .denoising import (
     AnchorWeight,
+    ImaginationGap,
     disagreement_terms,
     inverse_variance_weights,
     normalised_disagreement,
@@ -61,6 +65,7 @@ from .denoising import (
 __all__ = [
     "AnchorWeight",
     "CorrectionConfig",
+    "ImaginationGap",
     "CorrectionOutput",
     "MonotoneCalibrator",
     "RewardCorrector",

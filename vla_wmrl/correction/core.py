@@ -12,6 +12,7 @@ from .anchors import select_anchors
 from .calibrator import MonotoneCalibrator
 from .denoising import (
     AnchorWeight,
+    ImaginationGap,
     disagreement_terms,
     inverse_variance_weights,
     normalised_disagreement,
@@ -51,6 +52,10 @@ class CorrectionConfig:
     normaliser_constant: float = 1.0  # k of the constant normaliser
     score_range: tuple[float, float] = (0.0, 1.0)  # (lo, hi) of raw scores; mapped linearly onto [0, 1]
     higher_is_better: bool = True  # False for metrics like validation loss: the map is flipped so 1 is best
+    gap_tolerance: float | None = None  # imagination check (with denoise): when the calibrated score of rollouts
+    #   imagined closed-loop from the anchor groups' start states exceeds their real outcome by more than this on
+    #   average ([0, 1] units), the imagined stream's weight falls linearly, reaching 0 at twice it (None: off)
+    gap_half_life: float = 4.0  # half-life of that average, in checked anchor groups
 
     def __post_init__(self):
         if not 0.0 <= self.anchor_fraction <= 1.0:
@@ -71,6 +76,8 @@ class CorrectionConfig:
             raise ValueError(f"unknown adv_scale {self.adv_scale!r}; valid: 'std', 'outcome'")
         if self.outcome_noise_var < 0:
             raise ValueError(f"outcome_noise_var must be >= 0, got {self.outcome_noise_var}")
+        if self.gap_tolerance is not None and not self.gap_tolerance > 0:
+            raise ValueError(f"gap_tolerance must be > 0 (or None: off), got {self.gap_tolerance}")
 
 
 @dataclass
@@ -137,6 +144,7 @@ class RewardCorrector:
         self.calibrator = self._make_calibrator()  # pooled over all tasks
         self.task_calibrators: dict[int, MonotoneCalibrator] = {}
         self.anchor_weight = AnchorWeight(cfg.w_target, cfg.w_max, cfg.ema_half_life, cfg.freeze_after)
+        self.gap = ImaginationGap(cfg.gap_tolerance, cfg.gap_half_life)
         self.n_steps = 0
         self.n_clipped_total = 0
         self._last: dict[str, float] = {}
@@ -190,6 +198,7 @@ class RewardCorrector:
         graded: np.ndarray | None = None,
         real_graded: np.ndarray | None = None,
         real_var: np.ndarray | None = None,
+        anchor_imagined: np.ndarray | None = None,
     ) -> CorrectionOutput:
         """Correct one step's scores and return advantages, weights and the valid mask.
 
@@ -205,6 +214,11 @@ class RewardCorrector:
             real_graded: (num_groups, G) bool, anchor rollouts with a real outcome (default all True on anchor rows).
             real_var: (num_groups, G) known variance of each real outcome about its expectation, raw units squared;
                 read on anchor rows only; None: ``outcome_noise_var`` for every outcome.
+            anchor_imagined: (num_groups, G) world-model scores, raw units, of rollouts *imagined* (closed loop, as
+                the imagined groups are) from the anchor groups' start states; read on anchor rows that are all
+                finite (NaN rows are unchecked), never trained on. Their calibrated mean minus the real mean is the
+                imagination gap (``gap_tolerance``): the over-optimism that (predicted, real) pairs of replayed real
+                trajectories cannot show, e.g. a policy exploiting the world model.
 
         Returns:
             CorrectionOutput with advantages, weights, valid and the scores used.
@@ -257,9 +271,25 @@ class RewardCorrector:
         u_real, clipped_r = to_unit(np.where(real_graded, real, np.nan), cfg.score_range, cfg.higher_is_better)
         n_clipped = clipped_p + clipped_r
 
-        # 2. Anchor groups: disagreement under the current map (out of sample), then feed the calibrators.
+        imag_check = None
+        if anchor_imagined is not None:
+            imag_check = np.asarray(anchor_imagined, float)
+            if imag_check.shape[0] != num_groups or imag_check.ndim != 2:
+                raise ValueError(f"anchor_imagined has shape {imag_check.shape}, expected ({num_groups}, n)")
+            row_finite = np.isfinite(imag_check).all(axis=1)
+            partial = anchor & ~row_finite & np.isfinite(imag_check).any(axis=1)
+            if partial.any():
+                raise ValueError(f"anchor_imagined has NaN/inf in part of anchor group {int(np.flatnonzero(partial)[0])}"
+                                 "; give a whole row or none (all NaN)")
+            imag_check, _ = to_unit(imag_check, cfg.score_range, cfg.higher_is_better)
+
+        # 2. Anchor groups: disagreement and imagination gap under the current map (out of sample), then feed the
+        # calibrators.
         n_pairs_step = 0
         for i in np.flatnonzero(anchor):
+            if imag_check is not None and np.isfinite(imag_check[i]).all() and real_graded[i].any():
+                f_imag = self.calibrate(imag_check[i], tasks[i])
+                self.gap.observe(float(f_imag.mean() - u_real[i, real_graded[i]].mean()))
             m = paired[i]
             if not m.any():
                 continue
@@ -320,6 +350,12 @@ class RewardCorrector:
             else:
                 w_img = inverse_variance_weights(v, imagined, eps)
             weights *= np.where(anchor[:, None], 1.0, w_img)
+        trust = self.gap.trust if cfg.denoise else 1.0
+        if trust < 1.0:
+            weights[~anchor] *= trust
+            if trust == 0.0:  # the imagined stream is off: the step is the anchor groups' alone
+                valid = valid & anchor[:, None]
+                adv = np.where(valid, adv, 0.0)
         weights = np.where(valid, weights, 0.0)
 
         self.n_steps += 1
@@ -351,6 +387,9 @@ class RewardCorrector:
                 "bias_removed": float(self.calibrator.bias_removed),
                 "uncertainty_slope": float(self.calibrator.sd_slope),
                 "anchor_weight": float(aw.weight if self.config.denoise else 1.0),
+                "imagination_gap": float(self.gap.gap),
+                "imagination_trust": float(self.gap.trust if self.config.denoise else 1.0),
+                "n_gap_obs": float(self.gap.n_obs),
                 "disagreement": float(aw.D),
                 "n_disagreement_obs": float(aw.n_obs),
                 "c_frozen": float(aw.c is not None),
@@ -369,6 +408,7 @@ class RewardCorrector:
             "calibrator": self.calibrator.state_dict(),
             "task_calibrators": {str(t): c.state_dict() for t, c in self.task_calibrators.items()},
             "anchor_weight": self.anchor_weight.state_dict(),
+            "imagination_gap": self.gap.state_dict(),
             "n_steps": self.n_steps,
             "n_clipped_total": self.n_clipped_total,
             "last": dict(self._last),
@@ -382,5 +422,7 @@ class RewardCorrector:
             self.task_calibrators[int(t)] = cal = self._make_calibrator()
             cal.load_state_dict(s)
         self.anchor_weight.load_state_dict(state["anchor_weight"])
+        if "imagination_gap" in state:
+            self.gap.load_state_dict(state["imagination_gap"])
         self.n_steps, self.n_clipped_total = int(state["n_steps"]), int(state["n_clipped_total"])
         self._last = {k: float(v) for k, v in state["last"].items()}

@@ -147,6 +147,48 @@ class AnchorWeight:
         self.num, self.den = float(state.get("num", 0.0)), float(state.get("den", 0.0))
 
 
+class ImaginationGap:
+    """Trust in the imagined stream from how far imagination over-promises on the anchor groups' start states.
+
+    The calibrator learns from (predicted, real) pairs of *real* trajectories replayed in the world model; a policy
+    trained in imagination finds actions whose imagined outcome is good and the real one is not, and those never
+    appear among the replayed pairs. Imagining the anchor groups' start states closed-loop too, as the imagined groups
+    are, shows it: gap = mean f(imagined score) - mean real outcome. An exponential average of the gap sets the
+    imagined stream's weight: trust = clip(2 - gap / tolerance, 0, 1), so 1 up to ``tolerance``, 0 at twice it.
+    Trust is 1 while ``tolerance`` is None (off) or nothing was observed, and it recovers when the gap closes.
+
+    Args:
+        tolerance: Average gap ([0, 1] units) tolerated before the imagined stream is down-weighted; None: off.
+        half_life: Half-life of the average, in observed groups.
+    """
+
+    def __init__(self, tolerance: float | None = None, half_life: float = 4.0):
+        self.tolerance = tolerance
+        self.alpha = 1.0 - 0.5 ** (1.0 / half_life)
+        self.gap = 0.0
+        self.n_obs = 0
+
+    def observe(self, gap: float) -> None:
+        """Fold one anchor group's gap (mean calibrated imagined score - mean real outcome) into the average."""
+        self.gap = gap if self.n_obs == 0 else (1.0 - self.alpha) * self.gap + self.alpha * gap
+        self.n_obs += 1
+
+    @property
+    def trust(self) -> float:
+        """Multiplier of the imagined stream's weights, in [0, 1]."""
+        if self.tolerance is None or self.n_obs == 0:
+            return 1.0
+        return float(np.clip(2.0 - self.gap / self.tolerance, 0.0, 1.0))
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state."""
+        return {"gap": self.gap, "n_obs": self.n_obs}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from :meth:`state_dict`."""
+        self.gap, self.n_obs = float(state["gap"]), int(state["n_obs"])
+
+
 def inverse_variance_weights(var: np.ndarray, mask: np.ndarray, eps: float = 1e-3) -> np.ndarray:
     """Per-sample weights 1 / (var + eps), normalised to mean 1 over ``mask``; 0 outside it.
 
