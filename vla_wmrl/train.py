@@ -57,8 +57,8 @@ class PipelineConfig:
     wm_episodes: int = 100           # noisy-expert episodes recorded for the world model (plus the demonstrations)
     wm_noise: float = 1.0            # action-noise std of those episodes
     sft_steps: int = 2000            # behaviour-cloning optimisation steps
-    sft_minutes: float | None = 10.0  # behaviour-cloning wall-clock cap
-    wm_minutes: float = 20.0         # world-model training wall-clock budget
+    sft_minutes: float | None = 8.0  # behaviour-cloning wall-clock cap
+    wm_minutes: float = 15.0         # world-model training wall-clock budget
     wm_batch_size: int = 32
 
 
@@ -67,7 +67,7 @@ class WMRLConfig:
     """The RL loop."""
 
     mode: str = "wmrl"               # wmrl (imagined + anchor groups) | sim (all groups real) | wm (imagined only)
-    updates: int = 40                # policy updates
+    updates: int = 20                # policy updates
     groups: int = 8                  # start states per update
     group_size: int = 8              # rollouts per start state (GRPO group)
     horizon: int = 60                # steps per real rollout (and per imagined one, unless imagine_horizon is set)
@@ -78,7 +78,7 @@ class WMRLConfig:
     score: str = "final"             # a rollout's world-model score: success probability at its last step (final)
                                      # or the highest along it (max; biased up for long, failed rollouts)
     num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
-    eval_every: int = 10             # updates between real-simulator evaluations (0 = only at the end)
+    eval_every: int = 5              # updates between real-simulator evaluations (0 = only at the end)
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
     wm_finetune_every: int = 5       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)

@@ -24,7 +24,7 @@ class GRPOConfig:
     """GRPO hyper-parameters."""
 
     name: str = "grpo"
-    lr: float = 3e-5              # Adam learning rate of the policy
+    lr: float = 5e-5              # Adam learning rate of the policy
     epochs: int = 2               # passes over each step's rollouts
     minibatch_size: int = 256     # steps per gradient step
     clip_eps: float = 0.2         # PPO ratio clip
