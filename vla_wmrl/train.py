@@ -80,13 +80,13 @@ class WMRLConfig:
     num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
     eval_every: int = 5              # updates between real-simulator evaluations (0 = only at the end)
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
-    wm_finetune_every: int = 5       # updates between world-model fine-tunes on the new real episodes (0 = never)
+    wm_finetune_every: int = 0       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
     wm_finetune_lr: float = 1e-4    # 3e-4 wiped out the success predictions on Lift (docs/world_models.md)
     warmup_groups: int = 8           # real groups of the starting policy run before the first update: the world model
                                      # is fine-tuned on them (warmup_wm_steps) and the calibrator gets their pairs, so
                                      # imagination starts on the policy's own distribution (counted as RL time/steps)
-    warmup_wm_steps: int = 300       # world-model gradient steps on the warm-up episodes
+    warmup_wm_steps: int = 0         # world-model gradient steps on the warm-up episodes
     check_imagination: bool = True   # also imagine the anchor groups' start states (closed loop, not trained on):
                                      # the corrector's imagination gap (correction.gap_tolerance) compares them with
                                      # the real outcomes and turns the imagined stream down when it over-promises
@@ -316,9 +316,10 @@ class WMRLTrainer:
         return metrics
 
     def warmup(self) -> dict:
-        """Before the first update: ``warmup_groups`` real groups of the starting policy. The world model is
-        fine-tuned on them (it was trained on demonstrations and noisy-expert episodes, and ranks the policy's own
-        rollouts far worse) and their (predicted, real) pairs go to the calibrator. Counted in real steps and RL time."""
+        """Before the first update: ``warmup_groups`` real groups of the starting policy. Their (predicted, real)
+        pairs go to the calibrator, so it is fitted from the first update, and their closed-loop imagined twins to the
+        imagination gap; with ``warmup_wm_steps`` the world model is also fine-tuned on them. Counted in real steps
+        and RL time."""
         cfg, t0 = self.cfg, time.perf_counter()
         if not cfg.warmup_groups or self.imagined is None or not self.executor.can_run:
             return {}
@@ -330,7 +331,7 @@ class WMRLTrainer:
                                anchor_imagined=_check_scores(checks, pred.shape))
         self._remember_real([r for g in groups for r in g])
         self.real_steps += collected["real_steps"]
-        metrics = self.finetune_world_model(cfg.warmup_wm_steps)
+        metrics = self.finetune_world_model(cfg.warmup_wm_steps) if cfg.warmup_wm_steps else {}
         self.train_seconds += time.perf_counter() - t0
         metrics.update({"warmup_success": float(real.mean()), "warmup_real_steps": collected["real_steps"],
                         "warmup_seconds": time.perf_counter() - t0})
@@ -543,7 +544,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
         from world_models import load_world_model
 
         world_model = load_world_model(wm_path)
-        if wcfg.wm_finetune_every:
+        if wcfg.wm_finetune_every or (wcfg.warmup_groups and wcfg.warmup_wm_steps):
             wm_data = load_episodes(wm_datasets, list(world_model.cfg.image_keys))
     pipeline_seconds = time.perf_counter() - t_start
 
