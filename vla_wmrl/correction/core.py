@@ -279,8 +279,9 @@ class RewardCorrector:
             row_finite = np.isfinite(imag_check).all(axis=1)
             partial = anchor & ~row_finite & np.isfinite(imag_check).any(axis=1)
             if partial.any():
-                raise ValueError(f"anchor_imagined has NaN/inf in part of anchor group {int(np.flatnonzero(partial)[0])}"
-                                 "; give a whole row or none (all NaN)")
+                group = int(np.flatnonzero(partial)[0])
+                raise ValueError(f"anchor_imagined has NaN/inf in part of anchor group {group}; give a whole row or "
+                                 "none (all NaN)")
             imag_check, _ = to_unit(imag_check, cfg.score_range, cfg.higher_is_better)
 
         # 2. Anchor groups: disagreement and imagination gap under the current map (out of sample), then feed the
