@@ -130,3 +130,22 @@ def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():
     assert probs[peak, [0, 1]].tolist() == [0.45, 0.7]
     with pytest.raises(ValueError, match="valid"):
         _pick(probs, lengths, "mean")
+
+
+def test_untrusted_imagination_runs_the_anchor_groups_alone(debug_run, tmp_path, monkeypatch):
+    """When the imagination gap has switched the imagined stream off (trust 0), an update imagines nothing but the
+    anchors' check, and trains on the anchor groups."""
+    from vla_wmrl.correction import RewardCorrector
+
+    tmp, _ = debug_run
+    monkeypatch.setattr(RewardCorrector, "imagination_trust", property(lambda self: 0.0))
+    sizes, real_collect = [], train.WMRLTrainer.collect_groups
+
+    def spy(self, seeds, anchors):
+        sizes.append((len(seeds), int(np.sum(anchors))))
+        return real_collect(self, seeds, anchors)
+
+    monkeypatch.setattr(train.WMRLTrainer, "collect_groups", spy)
+    summary = train.run(_cfg(tmp, "wmrl.warmup_groups=0"), tmp_path / "untrusted")
+    assert sizes == [(1, 1), (1, 1)]  # debug: 4 groups, 1 anchor per update
+    assert summary["real_env_steps"] > 0 and summary["updates"] == 2

@@ -283,6 +283,8 @@ class WMRLTrainer:
             anchors = np.zeros(cfg.groups, bool)
         else:
             anchors = self.corrector.select_anchors(cfg.groups, self.rng)
+            if self.corrector.imagination_trust == 0.0:  # imagined groups would be dropped: run the anchors alone
+                seeds, anchors = [s for s, a in zip(seeds, anchors) if a], anchors[anchors]
         groups, checks, metrics = self.collect_groups(seeds, anchors)
         pred, var, real = _group_scores(groups)
         graded = np.isfinite(pred) | anchors[:, None]

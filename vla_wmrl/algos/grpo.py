@@ -78,7 +78,9 @@ class GRPO:
         if len(keep) == 0:
             return {"skipped": 1.0}
         if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
-            steps = dict(steps, old_log_prob=self.log_prob(steps, prepare))
+            old_log_prob = torch.zeros(n)  # only the kept steps: excluded rollouts are never read
+            old_log_prob[keep] = self.log_prob(_index(steps, keep), prepare)
+            steps = dict(steps, old_log_prob=old_log_prob)
         # Eval mode on purpose: training-time augmentation would make the ratio differ from 1 on unchanged weights.
         self.policy.eval()
         for _ in range(cfg.epochs):

@@ -186,6 +186,12 @@ class RewardCorrector:
         cfg = self.config
         return self.calibrator_for(task_id).slope(unit_scores, cfg.calibration_extrapolate, cfg.calibration_min_slope)
 
+    @property
+    def imagination_trust(self) -> float:
+        """Current multiplier of the imagined stream's weights (1 unless ``denoise`` and ``gap_tolerance`` are on);
+        at 0 a trainer may skip imagining the non-anchor groups, which would be dropped."""
+        return self.gap.trust if self.config.denoise else 1.0
+
     # ---------------------------------------------------------------------------------------------------- process
     def process(
         self,
@@ -351,7 +357,7 @@ class RewardCorrector:
             else:
                 w_img = inverse_variance_weights(v, imagined, eps)
             weights *= np.where(anchor[:, None], 1.0, w_img)
-        trust = self.gap.trust if cfg.denoise else 1.0
+        trust = self.imagination_trust
         if trust < 1.0:
             weights[~anchor] *= trust
             if trust == 0.0:  # the imagined stream is off: the step is the anchor groups' alone
@@ -389,7 +395,7 @@ class RewardCorrector:
                 "uncertainty_slope": float(self.calibrator.sd_slope),
                 "anchor_weight": float(aw.weight if self.config.denoise else 1.0),
                 "imagination_gap": float(self.gap.gap),
-                "imagination_trust": float(self.gap.trust if self.config.denoise else 1.0),
+                "imagination_trust": self.imagination_trust,
                 "n_gap_obs": float(self.gap.n_obs),
                 "disagreement": float(aw.D),
                 "n_disagreement_obs": float(aw.n_obs),

@@ -1,0 +1,40 @@
+"""GRPO (vla_wmrl.algos.grpo): the update moves probability towards positive advantages, away from negative ones,
+and rollouts with weight 0 (excluded by the correction core) have no effect at all."""
+
+import copy
+
+import numpy as np
+import torch
+from test_policies import random_batch, small_policy
+
+from vla_wmrl.algos.grpo import GRPO, GRPOConfig
+
+
+def _steps(policy, n_rollouts, steps_per_rollout=8, seed=0):
+    batch = random_batch(n_rollouts * steps_per_rollout, seed=seed)
+    with torch.no_grad():
+        batch["action"] = policy.select_action(batch, generator=torch.Generator().manual_seed(seed))
+    return batch, np.repeat(np.arange(n_rollouts), steps_per_rollout)
+
+
+def test_update_follows_advantages_and_ignores_zero_weight_rollouts():
+    torch.manual_seed(0)
+    policy = small_policy()
+    steps, index = _steps(policy, 3)
+    before = policy.log_prob(steps, steps["action"]).detach()
+    twin = copy.deepcopy(policy)
+    cfg = GRPOConfig(lr=1e-3, epochs=2, minibatch_size=64, kl_coef=0.0)
+    adv, w = np.array([1.0, -1.0, 5.0]), np.array([1.0, 1.0, 0.0])  # rollout 2 is excluded
+    torch.manual_seed(1)
+    GRPO(policy, None, cfg).update(steps, adv, w, index, num_rollouts=2)
+    after = policy.log_prob(steps, steps["action"]).detach()
+    gain = [(after - before)[torch.as_tensor(index == i)].mean().item() for i in range(2)]
+    assert gain[0] > 0 > gain[1], gain
+
+    # The same update without the excluded rollout's steps leaves identical weights.
+    keep = torch.as_tensor(index < 2)
+    fewer = {k: (v[keep] if isinstance(v, torch.Tensor) else [t for t, m in zip(v, keep) if m]) for k, v in steps.items()}
+    torch.manual_seed(1)
+    GRPO(twin, None, cfg).update(fewer, adv[:2], w[:2], index[:16], num_rollouts=2)
+    for (name, a), b in zip(policy.state_dict().items(), twin.state_dict().values()):
+        assert torch.allclose(a, b, atol=1e-6), name
