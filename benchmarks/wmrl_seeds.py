@@ -1,7 +1,7 @@
 """Aggregate `benchmarks/wmrl_vs_sim.py` runs over seeds: one results directory per seed, same arms and settings.
 
     python benchmarks/wmrl_seeds.py benchmarks/results/wmrl_check_seed0 benchmarks/results/wmrl_check_seed1 ... \
-        [--out benchmarks/results/wmrl_check_seeds.json]
+        [--arms wmrl_both wmrl_none] [--out benchmarks/results/wmrl_check_seeds.json]
 
 Prints, per arm, each seed's success at every evaluation and the mean and standard deviation over seeds of the gain
 (final - base), of the final success and of the RL wall-clock, and writes them as JSON. An arm missing from a seed's
@@ -17,13 +17,15 @@ from pathlib import Path
 import numpy as np
 
 
-def aggregate(dirs: list[Path]) -> dict:
+def aggregate(dirs: list[Path], arms: list[str] | None = None) -> dict:
     per_arm: dict[str, list[dict]] = {}
     for d in dirs:
         path = d / "results.json"
         if not path.exists():
             raise FileNotFoundError(f"{path} not found: pass directories written by benchmarks/wmrl_vs_sim.py")
         for arm, r in json.loads(path.read_text()).items():
+            if arms and arm not in arms:
+                continue
             per_arm.setdefault(arm, []).append({"dir": str(d), "curve": [h["success_rate"] for h in r["history"]],
                                                 "base": r["base_success_rate"], "final": r["final_success_rate"],
                                                 "rl_seconds": r["rl_seconds"], "real_steps": r["real_env_steps"]})
@@ -42,9 +44,10 @@ def aggregate(dirs: list[Path]) -> dict:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dirs", nargs="+", type=Path, help="one wmrl_vs_sim.py output directory per seed")
+    parser.add_argument("--arms", nargs="+", default=None, help="only these arms (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file to write (default: print only)")
     args = parser.parse_args()
-    table = aggregate(args.dirs)
+    table = aggregate(args.dirs, args.arms)
     print("| arm | seeds | success per seed (base -> ... -> final) | gain mean +- sd (points) | final mean +- sd | "
           "RL s | real steps |\n|---|---|---|---|---|---|---|")
     for arm, a in table.items():
