@@ -83,9 +83,9 @@ class WMRLConfig:
     wm_finetune_every: int = 0       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
     wm_finetune_lr: float = 1e-4    # 3e-4 wiped out the success predictions on Lift (docs/world_models.md)
-    warmup_groups: int = 8           # real groups of the starting policy run before the first update: the world model
-                                     # is fine-tuned on them (warmup_wm_steps) and the calibrator gets their pairs, so
-                                     # imagination starts on the policy's own distribution (counted as RL time/steps)
+    warmup_groups: int = 8           # real groups of the starting policy run before the first update: the calibrator
+                                     # and the imagination gap get their first observations (with warmup_wm_steps the
+                                     # world model also trains on them; counted as RL time/steps)
     warmup_wm_steps: int = 0         # world-model gradient steps on the warm-up episodes
     check_imagination: bool = True   # also imagine the anchor groups' start states (closed loop, not trained on):
                                      # the corrector's imagination gap (correction.gap_tolerance) compares them with
@@ -212,12 +212,11 @@ class WMRLTrainer:
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
         real_seeds = [s for s, a in zip(seeds, anchors) if a]
-        imag_seeds = [s for s, a in zip(seeds, anchors) if not a]
+        train_seeds = [s for s, a in zip(seeds, anchors) if not a]
         # Only like for like: imagined from the same seeded reset and for as many steps as the real rollouts.
         check = (self.imagined is not None and cfg.check_imagination and bool(real_seeds)
                  and cfg.imagine_from == "reset" and (cfg.imagine_horizon or cfg.horizon) == cfg.horizon)
-        if check:
-            imag_seeds = imag_seeds + real_seeds
+        imag_seeds = train_seeds + (real_seeds if check else [])
 
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
@@ -234,8 +233,7 @@ class WMRLTrainer:
                                    score=self.cfg.score)
             imag_s = time.perf_counter() - t0
             episodes, real_s = future.result() if future else ([], 0.0)
-        n_train = len(imagined) - (len(real_seeds) * G if check else 0)
-        imagined, checked = imagined[:n_train], imagined[n_train:]
+        imagined, checked = imagined[:len(train_seeds) * G], imagined[len(train_seeds) * G:]
         by_seed = {s: [] for s in real_seeds}
         for ep in episodes:
             by_seed[ep.seed].append(from_episode(ep, self.image_keys))

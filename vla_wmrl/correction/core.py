@@ -277,13 +277,14 @@ class RewardCorrector:
         u_real, clipped_r = to_unit(np.where(real_graded, real, np.nan), cfg.score_range, cfg.higher_is_better)
         n_clipped = clipped_p + clipped_r
 
-        imag_check = None
+        imag_check, checked = None, np.zeros(num_groups, bool)
         if anchor_imagined is not None:
             imag_check = np.asarray(anchor_imagined, float)
-            if imag_check.shape[0] != num_groups or imag_check.ndim != 2:
+            if imag_check.ndim != 2 or imag_check.shape[0] != num_groups:
                 raise ValueError(f"anchor_imagined has shape {imag_check.shape}, expected ({num_groups}, n)")
-            row_finite = np.isfinite(imag_check).all(axis=1)
-            partial = anchor & ~row_finite & np.isfinite(imag_check).any(axis=1)
+            finite = np.isfinite(imag_check)
+            checked = anchor & finite.all(axis=1) & real_graded.any(axis=1)  # anchor rows with a whole check row
+            partial = anchor & ~finite.all(axis=1) & finite.any(axis=1)
             if partial.any():
                 group = int(np.flatnonzero(partial)[0])
                 raise ValueError(f"anchor_imagined has NaN/inf in part of anchor group {group}; give a whole row or "
@@ -294,7 +295,7 @@ class RewardCorrector:
         # calibrators.
         n_pairs_step = 0
         for i in np.flatnonzero(anchor):
-            if imag_check is not None and np.isfinite(imag_check[i]).all() and real_graded[i].any():
+            if checked[i]:
                 f_imag = self.calibrate(imag_check[i], tasks[i])
                 self.gap.observe(float(f_imag.mean() - u_real[i, real_graded[i]].mean()))
             m = paired[i]
