@@ -77,13 +77,16 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
         control_freq: policy steps per second.
         fast_render: turn off shadows, reflections and multisampling (about 2.5x faster on a software renderer).
         instruction: override the task's default language instruction.
+        scene_seed: seed of the numpy draws robosuite makes while building the scene, once per process (Lift's cube
+            edge is drawn from [0.020, 0.022] m). Fixed, so every worker and every run simulate the same objects and
+            a seeded episode is reproducible across processes; per-episode randomness comes from ``reset(seed)``.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
 
     def __init__(self, task: str = "Lift", image_size: int = 64, cameras=("agentview",), reward_type: str = "sparse",
                  horizon: int = 100, control_freq: int = 20, fast_render: bool = True, instruction: str | None = None,
-                 render_mode: str = "rgb_array"):
+                 render_mode: str = "rgb_array", scene_seed: int = 0):
         import robosuite as suite
         from robosuite.controllers import load_composite_controller_config
 
@@ -98,13 +101,18 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
         self.reward_type, self.horizon, self.render_mode = reward_type, horizon, render_mode
         self._instruction = instruction or INSTRUCTIONS[task]
         controller = load_composite_controller_config(controller="BASIC", robot="Panda")
-        self.env = suite.make(
-            task, robots="Panda", controller_configs=controller, has_renderer=False,
-            has_offscreen_renderer=bool(cameras), use_camera_obs=bool(cameras), use_object_obs=True,
-            camera_names=list(cameras) or None,
-            camera_heights=image_size, camera_widths=image_size, reward_shaping=reward_type == "dense",
-            control_freq=control_freq, horizon=horizon, ignore_done=True, hard_reset=False,
-        )
+        outer_state = np.random.get_state()
+        np.random.seed(scene_seed)  # robosuite draws object sizes from numpy's global generator at construction
+        try:
+            self.env = suite.make(
+                task, robots="Panda", controller_configs=controller, has_renderer=False,
+                has_offscreen_renderer=bool(cameras), use_camera_obs=bool(cameras), use_object_obs=True,
+                camera_names=list(cameras) or None,
+                camera_heights=image_size, camera_widths=image_size, reward_shaping=reward_type == "dense",
+                control_freq=control_freq, horizon=horizon, ignore_done=True, hard_reset=False,
+            )
+        finally:
+            np.random.set_state(outer_state)
         if fast_render and cameras:
             self._tune_renderer()
         self._t = 0
