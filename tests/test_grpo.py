@@ -38,3 +38,26 @@ def test_update_follows_advantages_and_ignores_zero_weight_rollouts():
     GRPO(twin, None, cfg).update(fewer, adv[:2], w[:2], index[:16], num_rollouts=2)
     for (name, a), b in zip(policy.state_dict().items(), twin.state_dict().values()):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_target_kl_stops_the_update_early_and_bounds_the_policy_change():
+    """PPO early stopping: with a small target_kl the update ends after a few minibatches and the policy moves less
+    (KL from the rollout policy) than the same update run to the end."""
+    torch.manual_seed(0)
+    base = small_policy()
+    steps, index = _steps(base, 8)
+    adv, w = np.array([1.0, -1.0] * 4), np.ones(8)
+    moved = {}
+    for target in (None, 1e-3):
+        policy = copy.deepcopy(base)
+        torch.manual_seed(1)
+        out = GRPO(policy, None, GRPOConfig(lr=3e-4, epochs=4, minibatch_size=8, kl_coef=0.0, target_kl=target)).update(
+            steps, adv, w, index, num_rollouts=8)
+        with torch.no_grad():
+            log_ratio = policy.log_prob(steps, steps["action"]) - base.log_prob(steps, steps["action"])
+        moved[target] = ((log_ratio.exp() - 1) - log_ratio).mean().item()
+        if target is None:
+            assert out["step_fraction"] == 1.0
+        else:
+            assert out["step_fraction"] < 0.5 and out["approx_kl_last"] > 1.5 * target, out
+    assert moved[1e-3] < moved[None] / 3, moved

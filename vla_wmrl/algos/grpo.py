@@ -33,6 +33,8 @@ class GRPOConfig:
     kl_coef: float = 0.02         # beta: KL penalty to the behaviour-cloned reference (0 = off)
     max_grad_norm: float = 1.0    # gradient-norm clip
     entropy_coef: float = 0.0     # entropy bonus
+    target_kl: float | None = None  # stop an update's remaining minibatches once the approximate KL between the
+                                    # rollout policy and the current one passes 1.5x this (PPO early stopping); None=off
 
 
 class GRPO:
@@ -74,7 +76,8 @@ class GRPO:
         adv = torch.as_tensor(advantages, dtype=torch.float32)[torch.as_tensor(rollout_index)]
         w = torch.as_tensor(weights, dtype=torch.float32)[torch.as_tensor(rollout_index)]
         keep = (w > 0).nonzero().flatten()  # steps of excluded rollouts carry no gradient
-        stats = {"loss": [], "pg_loss": [], "kl": [], "clip_frac": [], "entropy": [], "grad_norm": []}
+        stats = {"loss": [], "pg_loss": [], "kl": [], "clip_frac": [], "entropy": [], "grad_norm": [],
+                 "approx_kl": []}
         if len(keep) == 0:
             return {"skipped": 1.0}
         if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
@@ -83,6 +86,7 @@ class GRPO:
             steps = dict(steps, old_log_prob=old_log_prob)
         # Eval mode on purpose: training-time augmentation would make the ratio differ from 1 on unchanged weights.
         self.policy.eval()
+        planned = cfg.epochs * -(-len(keep) // cfg.minibatch_size)
         for _ in range(cfg.epochs):
             perm = keep[torch.randperm(len(keep))]
             for start in range(0, len(perm), cfg.minibatch_size):
@@ -91,6 +95,11 @@ class GRPO:
                 log_prob = self.policy.log_prob(mb, mb["action"])
                 log_ratio = (log_prob - mb["old_log_prob"]).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
                 ratio = torch.exp(log_ratio)
+                with torch.no_grad():  # k3 estimate of KL(old || current) on this minibatch, before its step
+                    approx_kl = ((ratio - 1) - log_ratio).mean().item()
+                if cfg.target_kl is not None and approx_kl > 1.5 * cfg.target_kl:
+                    stats["approx_kl"].append(approx_kl)
+                    break
                 a, wi = adv[idx], w[idx]
                 surrogate = torch.minimum(ratio * a, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)
                 # Dual clip: a sample whose probability exploded under a negative advantage would otherwise dominate
@@ -125,7 +134,14 @@ class GRPO:
                 stats["entropy"].append(entropy.item())
                 stats["clip_frac"].append(((ratio - 1).abs() > cfg.clip_eps).float().mean().item())
                 stats["grad_norm"].append(float(grad_norm))
-        return {k: float(np.mean(v)) for k, v in stats.items() if v}
+                stats["approx_kl"].append(approx_kl)
+            else:
+                continue
+            break  # target_kl reached: skip the remaining epochs too
+        out = {k: float(np.mean(v)) for k, v in stats.items() if v}
+        out["approx_kl_last"] = stats["approx_kl"][-1]
+        out["step_fraction"] = len(stats["loss"]) / planned  # gradient steps taken / planned (early stopping)
+        return out
 
 
 @torch.no_grad()
