@@ -27,6 +27,8 @@ class GRPOConfig:
     lr: float = 5e-5              # Adam learning rate of the policy
     epochs: int = 2               # passes over each step's rollouts
     minibatch_size: int = 256     # steps per gradient step
+    micro_batch_size: int = 512   # steps per forward/backward pass (gradients accumulate up to minibatch_size):
+                                  # bounds memory only, the update is the same
     clip_eps: float = 0.2         # PPO ratio clip
     dual_clip: float = 3.0        # for negative advantages, bound the surrogate at dual_clip * A (dual-clip PPO)
     max_log_ratio: float = 10.0   # clamp of log-ratios (policy/old and ref/policy) against overflow
@@ -91,50 +93,24 @@ class GRPO:
             perm = keep[torch.randperm(len(keep))]
             for start in range(0, len(perm), cfg.minibatch_size):
                 idx = perm[start:start + cfg.minibatch_size]
-                mb = prepare(_index(steps, idx))
-                log_prob = self.policy.log_prob(mb, mb["action"])
-                log_ratio = (log_prob - mb["old_log_prob"]).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
-                ratio = torch.exp(log_ratio)
-                with torch.no_grad():  # k3 estimate of KL(old || current) on this minibatch, before its step
-                    approx_kl = ((ratio - 1) - log_ratio).mean().item()
-                if cfg.target_kl is not None and approx_kl > 1.5 * cfg.target_kl:
-                    stats["approx_kl"].append(approx_kl)
-                    break
-                a, wi = adv[idx], w[idx]
-                surrogate = torch.minimum(ratio * a, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)
-                # Dual clip: a sample whose probability exploded under a negative advantage would otherwise dominate
-                # the gradient (tanh-squashed actions near the box edge make such ratios common).
-                surrogate = torch.where(a < 0, torch.maximum(surrogate, cfg.dual_clip * a), surrogate)
-                # Each rollout's steps share its weight; normalise by rollouts so the scale does not depend on length
-                # (the length normaliser, if chosen, is already folded into w by the correction core).
-                # (an unbiased minibatch estimate of the full sum over steps / num_rollouts).
-                pg_loss = -(wi * surrogate).mean() * len(keep) / num_rollouts
-                loss = pg_loss
-                kl = torch.zeros(())
-                if self.ref_policy is not None and cfg.kl_coef > 0:
-                    with torch.no_grad():
-                        ref_log_prob = self.ref_policy.log_prob(mb, mb["action"])
-                    r = (ref_log_prob - log_prob).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
-                    kl = (torch.exp(r) - r - 1).mean()
-                    loss = loss + cfg.kl_coef * kl
-                entropy = torch.zeros(())
-                if cfg.entropy_coef > 0:
-                    entropy = self.policy.entropy(mb).mean()
-                    loss = loss - cfg.entropy_coef * entropy
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"GRPO loss is {loss.item()} (pg {pg_loss.item()}, kl {kl.item()}); "
-                                             "lower algo.lr or check the advantages")
                 self.optimizer.zero_grad()
-                loss.backward()
+                terms = np.zeros(6)  # loss, pg_loss, kl, entropy, clip_frac, approx_kl: minibatch means
+                for micro in idx.split(cfg.micro_batch_size):  # gradients accumulate; the step sees the minibatch
+                    share = len(micro) / len(idx)
+                    loss, micro_terms = self._loss(prepare(_index(steps, micro)), adv[micro], w[micro],
+                                                   len(keep) / num_rollouts)
+                    (loss * share).backward()
+                    terms += share * np.array(micro_terms)
+                approx_kl = terms[5]  # KL(rollout policy || current) on this minibatch, before its step
+                stats["approx_kl"].append(approx_kl)
+                if cfg.target_kl is not None and approx_kl > 1.5 * cfg.target_kl:
+                    self.optimizer.zero_grad()
+                    break
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
-                stats["loss"].append(loss.item())
-                stats["pg_loss"].append(pg_loss.item())
-                stats["kl"].append(kl.item())
-                stats["entropy"].append(entropy.item())
-                stats["clip_frac"].append(((ratio - 1).abs() > cfg.clip_eps).float().mean().item())
+                for key, value in zip(("loss", "pg_loss", "kl", "entropy", "clip_frac"), terms):
+                    stats[key].append(float(value))
                 stats["grad_norm"].append(float(grad_norm))
-                stats["approx_kl"].append(approx_kl)
             else:
                 continue
             break  # target_kl reached: skip the remaining epochs too
@@ -142,6 +118,41 @@ class GRPO:
         out["approx_kl_last"] = stats["approx_kl"][-1]
         out["step_fraction"] = len(stats["loss"]) / planned  # gradient steps taken / planned (early stopping)
         return out
+
+    def _loss(self, mb: dict, a: torch.Tensor, wi: torch.Tensor, scale: float) -> tuple[torch.Tensor, list]:
+        """The loss of one micro-batch (see the module docstring) and its diagnostics (loss, pg_loss, kl, entropy,
+        clip_frac, approx_kl)."""
+        cfg = self.cfg
+        log_prob = self.policy.log_prob(mb, mb["action"])
+        log_ratio = (log_prob - mb["old_log_prob"]).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+        ratio = torch.exp(log_ratio)
+        surrogate = torch.minimum(ratio * a, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)
+        # Dual clip: a sample whose probability exploded under a negative advantage would otherwise dominate the
+        # gradient (tanh-squashed actions near the box edge make such ratios common).
+        surrogate = torch.where(a < 0, torch.maximum(surrogate, cfg.dual_clip * a), surrogate)
+        # Each rollout's steps share its weight; ``scale`` = kept steps / rollouts makes the mean over steps an
+        # unbiased estimate of the full sum over steps / num_rollouts, so the scale does not depend on length (the
+        # length normaliser, if chosen, is already folded into w by the correction core).
+        pg_loss = -(wi * surrogate).mean() * scale
+        loss = pg_loss
+        kl = torch.zeros(())
+        if self.ref_policy is not None and cfg.kl_coef > 0:
+            with torch.no_grad():
+                ref_log_prob = self.ref_policy.log_prob(mb, mb["action"])
+            r = (ref_log_prob - log_prob).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+            kl = (torch.exp(r) - r - 1).mean()
+            loss = loss + cfg.kl_coef * kl
+        entropy = torch.zeros(())
+        if cfg.entropy_coef > 0:
+            entropy = self.policy.entropy(mb).mean()
+            loss = loss - cfg.entropy_coef * entropy
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"GRPO loss is {loss.item()} (pg {pg_loss.item()}, kl {kl.item()}); "
+                                     "lower algo.lr or check the advantages")
+        with torch.no_grad():
+            clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean().item()
+            approx_kl = ((ratio - 1) - log_ratio).mean().item()
+        return loss, [loss.item(), pg_loss.item(), kl.item(), entropy.item(), clip_frac, approx_kl]
 
 
 @torch.no_grad()
