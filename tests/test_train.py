@@ -149,3 +149,35 @@ def test_untrusted_imagination_runs_the_anchor_groups_alone(debug_run, tmp_path,
     summary = train.run(_cfg(tmp, "wmrl.warmup_groups=0"), tmp_path / "untrusted")
     assert sizes == [(1, 1), (1, 1)]  # debug: 4 groups, 1 anchor per update
     assert summary["real_env_steps"] > 0 and summary["updates"] == 2
+
+
+def test_shuffled_advantages_null_control_permutes_the_update_signal(debug_run, tmp_path, monkeypatch):
+    """wmrl.shuffle_advantages (a null control) hands GRPO the corrector's advantages permuted across the valid
+    rollouts: the same values, assigned at random."""
+    from vla_wmrl.algos.grpo import GRPO
+    from vla_wmrl.correction import RewardCorrector
+
+    tmp, _ = debug_run
+    produced, used = [], []
+    real_process, real_update = RewardCorrector.process, GRPO.update
+
+    def spy_process(self, *args, **kwargs):
+        out = real_process(self, *args, **kwargs)
+        # Distinct values, so a reordering shows (the debug policy's groups often all succeed or all fail).
+        out.advantages = np.where(out.valid, np.arange(out.valid.size).reshape(out.valid.shape) + 1.0, 0.0)
+        produced.append((out.advantages.reshape(-1).copy(), out.valid.reshape(-1).copy()))
+        return out
+
+    def spy_update(self, steps, advantages, weights, *args, **kwargs):
+        used.append(np.asarray(advantages).copy())
+        return real_update(self, steps, advantages, weights, *args, **kwargs)
+
+    monkeypatch.setattr(RewardCorrector, "process", spy_process)
+    monkeypatch.setattr(GRPO, "update", spy_update)
+    train.run(_cfg(tmp, "wmrl.mode=sim", "wmrl.updates=3", "wmrl.groups=2", "wmrl.group_size=4",
+                   "++wmrl.shuffle_advantages=true", "wmrl.eval_every=0"), tmp_path / "null")
+    assert len(used) == 3
+    for (adv, valid), shuffled in zip(produced, used):
+        np.testing.assert_allclose(np.sort(shuffled[valid]), np.sort(adv[valid]))
+        assert (shuffled[~valid] == 0).all()
+    assert any(not np.allclose(s, a) for (a, _), s in zip(produced, used)), "the advantages were never reordered"

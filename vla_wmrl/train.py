@@ -91,6 +91,8 @@ class WMRLConfig:
                                      # the corrector's imagination gap (correction.gap_tolerance) compares them with
                                      # the real outcomes and turns the imagined stream down when it over-promises
     videos: int = 2                  # real | imagined side-by-side videos written at each evaluation
+    shuffle_advantages: bool = False  # null control: permute the advantages (and weights) across the update's valid
+                                     # rollouts before GRPO, so the update has the same size but no learning signal
     threads: int = 1                 # torch CPU threads
     explore_std: float | None = 0.1  # the policy's (pre-tanh) exploration std is set to this before RL; None keeps
                                      # the behaviour-cloned one (Lift, 10-demo BC: std 0.3 -> 2-6% success when
@@ -194,6 +196,7 @@ class WMRLTrainer:
         self.adapter = RolloutAdapter(policy)
         self.rng = np.random.default_rng(seed)
         self.branch_rng = np.random.default_rng(seed + 1)
+        self.null_rng = np.random.default_rng(seed + 2)  # shuffle_advantages (a null control) only
         self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
         # The most recent real rollouts: world-model fine-tuning data, and imagine_from=real's branch points.
         self.recent_real: list[Rollout] = []
@@ -293,7 +296,13 @@ class WMRLTrainer:
                                      anchor_imagined=check)
         rollouts = [r for g in groups for r in g]
         steps, index = step_batch(rollouts)
-        algo_metrics = self.algo.update(steps, out.advantages.reshape(-1), out.weights.reshape(-1), index,
+        advantages, weights = out.advantages.reshape(-1), out.weights.reshape(-1)
+        if cfg.shuffle_advantages:  # null control (see WMRLConfig): same magnitudes, assigned at random
+            valid = np.flatnonzero(out.valid.reshape(-1))
+            perm = self.null_rng.permutation(valid)
+            advantages, weights = advantages.copy(), weights.copy()
+            advantages[valid], weights[valid] = advantages[perm], weights[perm]
+        algo_metrics = self.algo.update(steps, advantages, weights, index,
                                         num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
         self._remember_real(real_rollouts)
@@ -390,7 +399,8 @@ class WMRLTrainer:
         tmp.mkdir(parents=True)
         self.policy.save_pretrained(tmp / "policy")
         torch.save({"optimizer": self.algo.optimizer.state_dict(), "ref": self.algo.ref_policy.state_dict(),
-                    "rng": self.rng.bit_generator.state, "update_idx": self.update_idx,
+                    "rng": self.rng.bit_generator.state,
+                    "null_rng": self.null_rng.bit_generator.state, "update_idx": self.update_idx,
                     "real_steps": self.real_steps, "train_seconds": self.train_seconds,
                     "wm_opt": self.wm_opt.state_dict() if self.imagined is not None else None,
                     "history": self.history}, tmp / "trainer.pt")
@@ -410,6 +420,8 @@ class WMRLTrainer:
         self.algo.optimizer.load_state_dict(state["optimizer"])
         self.algo.ref_policy.load_state_dict(state["ref"])
         self.rng.bit_generator.state = state["rng"]
+        if "null_rng" in state:  # checkpoints from before the null control lack it
+            self.null_rng.bit_generator.state = state["null_rng"]
         self.update_idx, self.real_steps = state["update_idx"], state["real_steps"]
         self.train_seconds, self.history = state["train_seconds"], state["history"]
         self.corrector.load_state_dict(json.loads((path / "corrector.json").read_text()))
