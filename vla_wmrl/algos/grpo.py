@@ -94,22 +94,22 @@ class GRPO:
             for start in range(0, len(perm), cfg.minibatch_size):
                 idx = perm[start:start + cfg.minibatch_size]
                 self.optimizer.zero_grad()
-                terms = np.zeros(6)  # loss, pg_loss, kl, entropy, clip_frac, approx_kl: minibatch means
+                terms = {}  # minibatch means of the loss terms and diagnostics
                 for micro in idx.split(cfg.micro_batch_size):  # gradients accumulate; the step sees the minibatch
                     share = len(micro) / len(idx)
                     loss, micro_terms = self._loss(prepare(_index(steps, micro)), adv[micro], w[micro],
                                                    len(keep) / num_rollouts)
                     (loss * share).backward()
-                    terms += share * np.array(micro_terms)
-                approx_kl = terms[5]  # KL(rollout policy || current) on this minibatch, before its step
-                stats["approx_kl"].append(approx_kl)
-                if cfg.target_kl is not None and approx_kl > 1.5 * cfg.target_kl:
+                    for key, value in micro_terms.items():
+                        terms[key] = terms.get(key, 0.0) + share * value
+                stats["approx_kl"].append(terms.pop("approx_kl"))  # KL(rollout || current), before this step
+                if cfg.target_kl is not None and stats["approx_kl"][-1] > 1.5 * cfg.target_kl:
                     self.optimizer.zero_grad()
                     break
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
-                for key, value in zip(("loss", "pg_loss", "kl", "entropy", "clip_frac"), terms):
-                    stats[key].append(float(value))
+                for key, value in terms.items():
+                    stats[key].append(value)
                 stats["grad_norm"].append(float(grad_norm))
             else:
                 continue
@@ -119,7 +119,7 @@ class GRPO:
         out["step_fraction"] = len(stats["loss"]) / planned  # gradient steps taken / planned (early stopping)
         return out
 
-    def _loss(self, mb: dict, a: torch.Tensor, wi: torch.Tensor, scale: float) -> tuple[torch.Tensor, list]:
+    def _loss(self, mb: dict, a: torch.Tensor, wi: torch.Tensor, scale: float) -> tuple[torch.Tensor, dict]:
         """The loss of one micro-batch (see the module docstring) and its diagnostics (loss, pg_loss, kl, entropy,
         clip_frac, approx_kl)."""
         cfg = self.cfg
@@ -152,7 +152,8 @@ class GRPO:
         with torch.no_grad():
             clip_frac = ((ratio - 1).abs() > cfg.clip_eps).float().mean().item()
             approx_kl = ((ratio - 1) - log_ratio).mean().item()
-        return loss, [loss.item(), pg_loss.item(), kl.item(), entropy.item(), clip_frac, approx_kl]
+        return loss, {"loss": loss.item(), "pg_loss": pg_loss.item(), "kl": kl.item(), "entropy": entropy.item(),
+                      "clip_frac": clip_frac, "approx_kl": approx_kl}
 
 
 @torch.no_grad()
