@@ -181,3 +181,17 @@ def test_shuffled_advantages_null_control_permutes_the_update_signal(debug_run, 
         np.testing.assert_allclose(np.sort(shuffled[valid]), np.sort(adv[valid]))
         assert (shuffled[~valid] == 0).all()
     assert any(not np.allclose(s, a) for (a, _), s in zip(produced, used)), "the advantages were never reordered"
+
+
+def test_torch_threads_sets_and_restores_the_thread_count():
+    import torch
+
+    before = torch.get_num_threads()
+    with train.torch_threads(before + 1):
+        assert torch.get_num_threads() == before + 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), train.torch_threads(before + 1):  # restored even when the block fails
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match=">= 1"), train.torch_threads(0):
+        pass

@@ -18,6 +18,7 @@ demonstrations -> collect noisy-expert episodes -> behaviour-clone the VLA -> tr
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -93,7 +94,10 @@ class WMRLConfig:
     videos: int = 2                  # real | imagined side-by-side videos written at each evaluation
     shuffle_advantages: bool = False  # null control: permute the advantages (and weights) across the update's valid
                                      # rollouts before GRPO, so the update has the same size but no learning signal
-    threads: int = 1                 # torch CPU threads
+    threads: int = 1                 # torch CPU threads while rolling out (beside the simulator workers)
+    update_threads: int | None = None  # torch CPU threads of the GRPO update and world-model fine-tunes, while the
+                                       # simulator workers wait (None = every CPU core; 2 on 2 cores: 0.62x the
+                                       # 1-thread time, benchmarks/grpo_threads.py)
     explore_std: float | None = 0.1  # the policy's (pre-tanh) exploration std is set to this before RL; None keeps
                                      # the behaviour-cloned one (Lift, 10-demo BC: std 0.3 -> 2-6% success when
                                      # sampling vs 58% deterministic; 0.1 -> 25%, 0.05 -> 48%)
@@ -302,15 +306,17 @@ class WMRLTrainer:
             perm = self.null_rng.permutation(valid)
             advantages, weights = advantages.copy(), weights.copy()
             advantages[valid], weights[valid] = advantages[perm], weights[perm]
-        algo_metrics = self.algo.update(steps, advantages, weights, index,
-                                        num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
+        with torch_threads(cfg.update_threads or os.cpu_count() or 1):
+            algo_metrics = self.algo.update(steps, advantages, weights, index,
+                                            num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
         self._remember_real(real_rollouts)
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
         self.real_steps += metrics["real_steps"]
         self.update_idx += 1
         if self.imagined is not None and cfg.wm_finetune_every and self.update_idx % cfg.wm_finetune_every == 0:
-            metrics.update(self.finetune_world_model())
+            with torch_threads(cfg.update_threads or os.cpu_count() or 1):
+                metrics.update(self.finetune_world_model())
         self.train_seconds += time.perf_counter() - t0
         imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
         metrics.update({f"algo/{k}": v for k, v in algo_metrics.items()})
@@ -450,6 +456,19 @@ def _check_scores(checks: list[list[Rollout]] | None, shape: tuple[int, int]) ->
         if c:
             out[i] = [r.pred_score for r in c]
     return out
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` torch CPU threads, then restore the previous count."""
+    if n < 1:
+        raise ValueError(f"torch thread count must be >= 1, got {n}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def set_exploration_std(policy, std: float) -> None:
