@@ -106,6 +106,35 @@ def _merge(old, new, mask: np.ndarray):
     return out
 
 
+class ReplayPolicy:
+    """Plays fixed action sequences: the k-th episode started plays ``sequences[k]``, then holds its last action.
+
+    :func:`run_episodes` starts episodes in the order of its seeds, so pass the seeds in the order of the sequences.
+    Episodes finish in completion order: match each back to its sequence by the actions it played. With a seeded,
+    deterministic simulator this reproduces recorded episodes and gives the true outcome of imagined action
+    sequences (``benchmarks/imagination_fidelity.py``).
+    """
+
+    def __init__(self, sequences: list[np.ndarray], num_envs: int):
+        if not sequences or any(len(q) == 0 for q in sequences):
+            raise ValueError("ReplayPolicy needs at least one sequence, and no empty sequence")
+        self.sequences = sequences
+        self.next, self.slot, self.t = 0, [0] * num_envs, np.zeros(num_envs, int)
+
+    def reset(self, mask: np.ndarray) -> None:
+        for i in np.flatnonzero(mask):
+            if self.next >= len(self.sequences):
+                raise RuntimeError(f"ReplayPolicy: episode {self.next + 1} started but only {len(self.sequences)} "
+                                   f"sequences were given")
+            self.slot[i], self.t[i] = self.next, 0
+            self.next += 1
+
+    def act(self, obs: dict, info: dict) -> np.ndarray:
+        out = [self.sequences[k][min(t, len(self.sequences[k]) - 1)] for k, t in zip(self.slot, self.t)]
+        self.t += 1
+        return np.stack(out).astype(np.float32)
+
+
 class ExpertPolicy:
     """Batched wrapper over one scripted expert per worker (see ``sims.experts``).
 

@@ -24,7 +24,7 @@ class GRPOConfig:
     """GRPO hyper-parameters."""
 
     name: str = "grpo"
-    lr: float = 5e-5              # Adam learning rate of the policy
+    lr: float = 1e-5              # Adam learning rate of the policy (configs/algo/grpo.yaml: why not 5e-5)
     epochs: int = 2               # passes over each step's rollouts
     minibatch_size: int = 256     # steps per gradient step
     micro_batch_size: int = 512   # steps per forward/backward pass (gradients accumulate up to minibatch_size):
