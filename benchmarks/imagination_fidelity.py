@@ -101,7 +101,7 @@ def action_drift(imagined_env, policy, rollouts, explore_std: float) -> dict:
 
     adapter = RolloutAdapter(policy, deterministic=True)
     keys = list(rollouts[0].images)
-    T, n = max(r.length for r in rollouts), len(rollouts)
+    T = max(r.length for r in rollouts)
     first = {k: np.stack([r.images[k][0] for r in rollouts]) for k in keys}
     first["observation.state"] = np.stack([r.state[0] for r in rollouts])
     first["task"] = tuple(r.task for r in rollouts)
