@@ -31,6 +31,7 @@ from omegaconf import OmegaConf
 from vla_wmrl.algos.grpo import GRPO, GRPOConfig
 from vla_wmrl.imagination import to_policy_batch
 from vla_wmrl.policies import make_policy, make_policy_config
+from vla_wmrl.train import torch_threads
 
 ROOT = Path(__file__).resolve().parents[1]
 IMG = "observation.images.agentview"
@@ -50,14 +51,10 @@ def time_update(policy, cfg: GRPOConfig, batch: dict, index: np.ndarray, rollout
     """Seconds of one GRPO update (old log-probs included) with ``threads`` torch threads, on a copy of the policy."""
     algo = GRPO(copy.deepcopy(policy), None, cfg)
     adv = np.random.default_rng(0).standard_normal(rollouts)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         t0 = time.perf_counter()
         algo.update(batch, adv, np.ones(rollouts), index, rollouts, prepare=to_policy_batch)
         return time.perf_counter() - t0
-    finally:
-        torch.set_num_threads(before)
 
 
 def main():

@@ -37,17 +37,11 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
+from vla_wmrl.eval_world_model import auroc
+from vla_wmrl.imagination import observations_at
+
 ROOT = Path(__file__).resolve().parents[1]
 SEED_BASE = 700_000  # start states not used by training (200k), warm-up (400k) or evaluation (100k)
-
-
-def auroc(score: np.ndarray, outcome: np.ndarray) -> float:
-    """P(score of a success > score of a failure), ties count half; NaN without both classes."""
-    pos, neg = score[outcome > 0.5], score[outcome <= 0.5]
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    diff = pos[:, None] - neg[None, :]
-    return float(((diff > 0) + 0.5 * (diff == 0)).mean())
 
 
 def metrics(score: np.ndarray, outcome: np.ndarray) -> dict:
@@ -98,14 +92,12 @@ def action_drift(imagined_env, policy, rollouts, explore_std: float) -> dict:
     absolute error in units of the real states' standard deviation. For scale, ``exploration_noise`` is the mean
     absolute action change the exploration noise itself makes on real observations."""
     from vla_wmrl.policies import RolloutAdapter
+    from vla_wmrl.policies.base import obs_to_batch
 
     adapter = RolloutAdapter(policy, deterministic=True)
     keys = list(rollouts[0].images)
     T = max(r.length for r in rollouts)
-    first = {k: np.stack([r.images[k][0] for r in rollouts]) for k in keys}
-    first["observation.state"] = np.stack([r.state[0] for r in rollouts])
-    first["task"] = tuple(r.task for r in rollouts)
-    imagined_obs, _ = imagined_env.reset(first)
+    imagined_obs, _ = imagined_env.reset(observations_at(rollouts, [0] * len(rollouts)))
     state_sd = np.concatenate([r.state for r in rollouts]).std(0) + 1e-6
     sums = {name: np.zeros(len(BUCKETS)) for name in ("imagined", "imagined_image", "imagined_state", "state_error")}
     counts, noise = np.zeros(len(BUCKETS)), []
@@ -114,9 +106,7 @@ def action_drift(imagined_env, policy, rollouts, explore_std: float) -> dict:
         actions = np.stack([r.action[min(t - 1, r.length - 1)] for r in rollouts])
         imagined_obs, *_ = imagined_env.step(actions)
         b = next(i for i, (lo, hi) in enumerate(BUCKETS) if lo <= t <= hi)
-        real = {k: np.stack([r.images[k][min(t, r.length - 1)] for r in rollouts]) for k in keys}
-        real["observation.state"] = np.stack([r.state[min(t, r.length - 1)] for r in rollouts])
-        real["task"] = first["task"]
+        real = observations_at(rollouts, [min(t, r.length - 1) for r in rollouts])
         im_state = np.asarray(imagined_obs["observation.state"])
         variants = {"imagined": {**real, **{k: imagined_obs[k] for k in keys}, "observation.state": im_state},
                     "imagined_image": {**real, **{k: imagined_obs[k] for k in keys}},
@@ -127,7 +117,7 @@ def action_drift(imagined_env, policy, rollouts, explore_std: float) -> dict:
         sums["state_error"][b] += (np.abs(im_state - real["observation.state"]) / state_sd).mean(1)[alive].sum()
         counts[b] += alive.sum()
         if t % 10 == 1:  # the exploration noise's own effect, on real observations
-            mean, log_std = policy._distribution(adapter_batch(adapter, real))
+            mean, _ = policy._distribution(obs_to_batch(real, policy.config.input_features, adapter.device))
             u = mean + explore_std * torch.randn_like(mean)
             noise.append(float((torch.tanh(u) - torch.tanh(mean)).abs().mean()))
     names = [f"{lo}-{hi}" if hi < 10_000 else f"{lo}+" for lo, hi in BUCKETS]
@@ -135,12 +125,6 @@ def action_drift(imagined_env, policy, rollouts, explore_std: float) -> dict:
     out["steps"] = {b: int(c) for b, c in zip(names, counts)}
     out["exploration_noise"] = float(np.mean(noise)) if noise else float("nan")
     return out
-
-
-def adapter_batch(adapter, obs: dict) -> dict:
-    from vla_wmrl.policies.base import obs_to_batch
-
-    return obs_to_batch(obs, adapter.policy.config.input_features, adapter.device)
 
 
 def main():
@@ -242,9 +226,7 @@ def main():
         if "branch" in args.rows:
             picks = [real_by_seed[s][0] for s in seeds]
             steps = [int(rng.integers(r.length)) for r in picks]
-            start = {k: np.stack([r.images[k][t] for r, t in zip(picks, steps)]) for k in image_keys}
-            start["observation.state"] = np.stack([r.state[t] for r, t in zip(picks, steps)])
-            start["task"] = tuple(r.task for r in picks)
+            start = observations_at(picks, steps)
             t0 = time.perf_counter()
             branches = imagine(imagined_env, adapter, repeat_obs(start, G), args.branch_horizon)
             seconds["imagine_branch"] = time.perf_counter() - t0

@@ -46,6 +46,15 @@ def start_observations(env, seeds: list[int]) -> dict:
     return {k: (tuple(o[k] for o in obs) if k == "task" else np.stack([o[k] for o in obs])) for k in obs[0]}
 
 
+def observations_at(rollouts: list["Rollout"], steps: list[int]) -> dict:
+    """Batched observation of each rollout at its step (images, state and instruction), as an env returns it."""
+    keys = list(rollouts[0].images)
+    obs = {k: np.stack([r.images[k][t] for r, t in zip(rollouts, steps)]) for k in keys}
+    obs["observation.state"] = np.stack([r.state[t] for r, t in zip(rollouts, steps)])
+    obs["task"] = tuple(r.task for r in rollouts)
+    return obs
+
+
 def repeat_obs(obs: dict, times: int) -> dict:
     """Repeat each entry of a batched observation ``times`` times in a row (B -> B * times)."""
     return {k: (tuple(t for t in v for _ in range(times)) if k == "task" else np.repeat(v, times, axis=0))
@@ -121,10 +130,7 @@ def score_in_world_model(imagined_env, rollouts: list[Rollout], score: str = "fi
     if not rollouts:
         return
     keys = list(rollouts[0].images)
-    start = {k: np.stack([r.images[k][0] for r in rollouts]) for k in keys}
-    start["observation.state"] = np.stack([r.state[0] for r in rollouts])
-    start["task"] = tuple(r.task for r in rollouts)
-    imagined_env.reset(start)
+    imagined_env.reset(observations_at(rollouts, [0] * len(rollouts)))
     T = max(r.length for r in rollouts)
     lengths = np.array([r.length for r in rollouts])
     probs, vars_, frames = [], [], []
@@ -159,5 +165,5 @@ def to_policy_batch(batch: dict) -> dict:
             for k, v in batch.items()}
 
 
-__all__ = ["Rollout", "from_episode", "imagine", "repeat_obs", "score_in_world_model",
+__all__ = ["Rollout", "from_episode", "imagine", "observations_at", "repeat_obs", "score_in_world_model",
            "start_observations", "step_batch", "to_policy_batch"]

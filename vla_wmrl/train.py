@@ -39,8 +39,8 @@ from tqdm import tqdm
 from vla_wmrl.algos.grpo import GRPO, GRPOConfig
 from vla_wmrl.config import ExpertConfig, SimConfig, to_dataclass, write_summary
 from vla_wmrl.correction import CorrectionConfig, RewardCorrector
-from vla_wmrl.imagination import (SCORES, Rollout, from_episode, imagine, repeat_obs, score_in_world_model,
-                                  step_batch, to_policy_batch)
+from vla_wmrl.imagination import (SCORES, Rollout, from_episode, imagine, observations_at, repeat_obs,
+                                  score_in_world_model, step_batch, to_policy_batch)
 from vla_wmrl.stages import run_stage
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,7 @@ class WMRLTrainer:
         if cfg.imagine_from not in IMAGINE_FROM:
             raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
         self.adapter = RolloutAdapter(policy)
+        self.update_threads = cfg.update_threads or os.cpu_count() or 1  # GRPO and world-model fine-tunes
         self.rng = np.random.default_rng(seed)
         self.branch_rng = np.random.default_rng(seed + 1)
         self.null_rng = np.random.default_rng(seed + 2)  # shuffle_advantages (a null control) only
@@ -272,11 +273,7 @@ class WMRLTrainer:
         if self.cfg.imagine_from != "real" or not pool:
             return self.executor.start_observations(seeds)
         picks = [pool[i] for i in self.branch_rng.integers(len(pool), size=len(seeds))]
-        steps = [int(self.branch_rng.integers(r.length)) for r in picks]
-        obs = {k: np.stack([r.images[k][t] for r, t in zip(picks, steps)]) for k in self.image_keys}
-        obs["observation.state"] = np.stack([r.state[t] for r, t in zip(picks, steps)])
-        obs["task"] = tuple(r.task for r in picks)
-        return obs
+        return observations_at(picks, [int(self.branch_rng.integers(r.length)) for r in picks])
 
     def update(self) -> dict:
         """One WMRL step: groups -> corrected advantages -> GRPO update (-> world-model fine-tune)."""
@@ -306,7 +303,7 @@ class WMRLTrainer:
             perm = self.null_rng.permutation(valid)
             advantages, weights = advantages.copy(), weights.copy()
             advantages[valid], weights[valid] = advantages[perm], weights[perm]
-        with torch_threads(cfg.update_threads or os.cpu_count() or 1):
+        with torch_threads(self.update_threads):
             algo_metrics = self.algo.update(steps, advantages, weights, index,
                                             num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
@@ -315,7 +312,7 @@ class WMRLTrainer:
         self.real_steps += metrics["real_steps"]
         self.update_idx += 1
         if self.imagined is not None and cfg.wm_finetune_every and self.update_idx % cfg.wm_finetune_every == 0:
-            with torch_threads(cfg.update_threads or os.cpu_count() or 1):
+            with torch_threads(self.update_threads):
                 metrics.update(self.finetune_world_model())
         self.train_seconds += time.perf_counter() - t0
         imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
