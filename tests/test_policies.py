@@ -119,7 +119,7 @@ def test_log_prob_matches_closed_form():
 # --------------------------------------------------------------------------------------- behaviour cloning ----- #
 @pytest.fixture(scope="module")
 def reach_frames(reach_dataset):
-    from vla_wmrl.sft import load_frames
+    from vla_wmrl.sft import load_frames, sample_batch
 
     return load_frames(reach_dataset)
 
@@ -237,6 +237,34 @@ def test_rollout_adapter_drives_run_episodes(reach_frames):
         envs.close()
     assert sorted(e.seed for e in eps) == [100000, 100001, 100002, 100003]
     assert all(np.abs(f["action"]).max() <= 1.0 for e in eps for f in e.frames)
+
+
+def test_collect_records_a_saved_policys_own_actions(reach_frames, tmp_path):
+    """collect policy_path=...: the dataset holds the policy's rollouts; with a tiny exploration std each recorded
+    action is the policy's deterministic action on the recorded observation."""
+    from vla_wmrl.collect import collect
+    from vla_wmrl.config import ExpertConfig, SimConfig
+    from vla_wmrl.data import load_dataset
+    from vla_wmrl.sft import load_frames, sample_batch
+
+    _, meta = reach_frames
+    torch.manual_seed(0)
+    policy = make_policy(make_policy_config("tiny_vla", device="cpu", log_std_min=-20.0, **SMALL), meta)
+    policy.save_pretrained(tmp_path / "policy")
+    sim = SimConfig(name="mujoco_reach", cameras=["top"], horizon=8)
+    summary = collect(sim, ExpertConfig(), episodes=2, root=str(tmp_path / "ds"), repo_id="local/policy", num_envs=1,
+                      video=False, policy_path=str(tmp_path / "policy"), explore_std=1e-6)
+    assert summary["policy"].startswith("policy:") and summary["frames"] == 16
+    assert load_dataset(tmp_path / "ds").meta.total_episodes == 2
+    frames, _ = load_frames(tmp_path / "ds")
+    batch = sample_batch(frames, torch.arange(len(frames["task"])), "cpu")
+    loaded = load_policy(tmp_path / "policy", device="cpu")
+    with torch.no_grad():
+        expected = loaded.select_action(batch, deterministic=True)
+    assert torch.allclose(frames["action"], expected, atol=1e-4), (frames["action"] - expected).abs().max()
+    with pytest.raises(ValueError, match="explore_std"):
+        collect(sim, ExpertConfig(), episodes=1, root=str(tmp_path / "ds2"), repo_id="local/p2", num_envs=1,
+                video=False, policy_path=str(tmp_path / "policy"), explore_std=0.0)
 
 
 # ------------------------------------------------------------------------------------------------ language ----- #

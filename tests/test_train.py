@@ -37,7 +37,9 @@ def test_debug_pipeline_runs_every_stage(debug_run):
     # the warm-up group and each update's anchor group were also imagined closed-loop and checked against reality
     assert summary["correction_stats"]["n_gap_obs"] == 3
     stages = sorted(p.name.split("-")[0] for p in (tmp / "cache").iterdir())
-    assert stages == ["demos", "noisy", "sft", "world_model"]
+    assert stages == ["demos", "noisy", "policy_rollouts", "sft", "world_model"]
+    spec = json.loads(next((tmp / "cache").glob("world_model-*/spec.json")).read_text())
+    assert any("policy_rollouts" in d for d in spec["datasets"])  # the BC policy's rollouts train the world model
 
 
 def test_stages_are_reused_and_run_resumes(debug_run):

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 MODES = ("wmrl", "sim", "wm")
 IMAGINE_FROM = ("reset", "real")
 RECENT_REAL = 256  # real rollouts kept for world-model fine-tuning
+POLICY_DATA_SEED = 900_000  # start-state seeds of the behaviour-cloned policy's recorded rollouts (pipeline stage)
 
 
 @dataclass
@@ -59,6 +60,8 @@ class PipelineConfig:
     wm_noise: float = 1.0            # action-noise std of those episodes
     sft_steps: int = 2000            # behaviour-cloning optimisation steps
     sft_minutes: float | None = 8.0  # behaviour-cloning wall-clock cap
+    policy_episodes: int = 0         # rollouts of the behaviour-cloned policy (sampled at wmrl.explore_std) added to
+                                     # the world model's data, so it has seen what the policy it imagines does
     wm_minutes: float = 15.0         # world-model training wall-clock budget
     wm_batch_size: int = 32
 
@@ -113,6 +116,19 @@ def stage_data(cache: Path, sim: SimConfig, episodes: int, noise: float, seed: i
     out, _ = run_stage(cache, name, spec, lambda d: collect(
         sim, ExpertConfig(noise=noise), episodes, str(d / "dataset"), f"local/{sim.name}_{name}", seed=seed,
         overwrite=True))
+    return out / "dataset"
+
+
+def stage_policy_data(cache: Path, sim: SimConfig, policy_path: Path, episodes: int, explore_std: float | None,
+                      seed: int) -> Path:
+    """The behaviour-cloned policy's own sampled rollouts as a LeRobotDataset (on-policy data for the world model)."""
+    from vla_wmrl.collect import collect
+
+    spec = {"sim": asdict(sim), "policy": str(policy_path), "episodes": episodes, "explore_std": explore_std,
+            "seed": seed}
+    out, _ = run_stage(cache, "policy_rollouts", spec, lambda d: collect(
+        sim, ExpertConfig(), episodes, str(d / "dataset"), f"local/{sim.name}_policy", seed=seed, overwrite=True,
+        policy_path=str(policy_path), explore_std=explore_std))
     return out / "dataset"
 
 
@@ -555,7 +571,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     corr_cfg = _correction_config(cfg.correction, wcfg.mode)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
     wm_cfg = OmegaConf.to_container(cfg.world_model, resolve=True)
-    torch.set_num_threads(wcfg.threads)
+    # The stages (data, behaviour cloning, world-model training) have the machine to themselves: every core.
+    torch.set_num_threads(wcfg.update_threads or os.cpu_count() or 1)
     torch.manual_seed(cfg.seed)
     cache = Path(cfg.cache_dir)
     t_start = time.perf_counter()
@@ -566,15 +583,20 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     if wcfg.mode != "sim":
         wm_datasets = [demos] if sim is None else [demos, stage_data(cache, sim, pipe.wm_episodes, pipe.wm_noise,
                                                                      seed=1000)]
+        need_wm_data = bool(wcfg.wm_finetune_every or (wcfg.warmup_groups and wcfg.warmup_wm_steps))
+        if sim is not None and pipe.policy_episodes and (need_wm_data or not cfg.world_model_path):
+            wm_datasets.append(stage_policy_data(cache, sim, policy_path, pipe.policy_episodes, wcfg.explore_std,
+                                                 seed=POLICY_DATA_SEED))
         wm_path = (Path(cfg.world_model_path) if cfg.world_model_path
                    else stage_world_model(cache, sim, wm_cfg, pipe, wm_datasets, cfg.seed))
         from vla_wmrl.train_world_model import load_episodes
         from world_models import load_world_model
 
         world_model = load_world_model(wm_path)
-        if wcfg.wm_finetune_every or (wcfg.warmup_groups and wcfg.warmup_wm_steps):
+        if need_wm_data:
             wm_data = load_episodes(wm_datasets, list(world_model.cfg.image_keys))
     pipeline_seconds = time.perf_counter() - t_start
+    torch.set_num_threads(wcfg.threads)  # rollouts: one thread beside the simulator workers
 
     from vla_wmrl.policies import load_policy
 
