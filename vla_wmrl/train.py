@@ -60,7 +60,7 @@ class PipelineConfig:
     wm_noise: float = 1.0            # action-noise std of those episodes
     sft_steps: int = 2000            # behaviour-cloning optimisation steps
     sft_minutes: float | None = 8.0  # behaviour-cloning wall-clock cap
-    policy_episodes: int = 0         # rollouts of the behaviour-cloned policy (sampled at wmrl.explore_std) added to
+    policy_episodes: int = 100       # rollouts of the behaviour-cloned policy (sampled at wmrl.explore_std) added to
                                      # the world model's data, so it has seen what the policy it imagines does
     wm_minutes: float = 15.0         # world-model training wall-clock budget
     wm_batch_size: int = 32
