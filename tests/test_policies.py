@@ -119,7 +119,7 @@ def test_log_prob_matches_closed_form():
 # --------------------------------------------------------------------------------------- behaviour cloning ----- #
 @pytest.fixture(scope="module")
 def reach_frames(reach_dataset):
-    from vla_wmrl.sft import load_frames, sample_batch
+    from vla_wmrl.sft import load_frames
 
     return load_frames(reach_dataset)
 
