@@ -150,9 +150,8 @@ def main():
     from vla_wmrl.config import SimConfig, to_dataclass
     from vla_wmrl.executors import SimExecutor
     from vla_wmrl.imagination import from_episode, imagine, repeat_obs, score_in_world_model
-    from vla_wmrl.policies import RolloutAdapter, load_policy
+    from vla_wmrl.policies import RolloutAdapter, load_policy, set_exploration_std
     from vla_wmrl.rollout import ReplayPolicy
-    from vla_wmrl.train import set_exploration_std
     from world_models import ImaginedVectorEnv, load_world_model
 
     torch.manual_seed(args.seed)

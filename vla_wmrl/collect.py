@@ -46,10 +46,9 @@ def collect(sim: SimConfig, expert: ExpertConfig, episodes: int, root: str, repo
     try:
         features = dataset_features(envs.single_observation_space, envs.single_action_space, video=video)
         if policy_path:
-            from vla_wmrl.policies import RolloutAdapter, load_policy
-            from vla_wmrl.train import set_exploration_std
-
             import torch
+
+            from vla_wmrl.policies import RolloutAdapter, load_policy, set_exploration_std
 
             torch.manual_seed(seed)  # the sampled actions are reproducible
             trained = load_policy(policy_path, envs, device="cpu")  # raises when it does not fit the sim
@@ -72,7 +71,8 @@ def collect(sim: SimConfig, expert: ExpertConfig, episodes: int, root: str, repo
         elapsed = time.perf_counter() - t0
     finally:
         envs.close()
-    return {"sim": sim.name, "policy": name, "explore_std": explore_std, "episodes": episodes, "success_rate": float(np.mean(successes)),
+    return {"sim": sim.name, "policy": name, "explore_std": explore_std, "episodes": episodes,
+            "success_rate": float(np.mean(successes)),
             "mean_length": float(np.mean(lengths)), "frames": int(np.sum(lengths)), "unstable_episodes": unstable,
             "seconds": elapsed, "frames_per_second": float(np.sum(lengths) / elapsed), "dataset": str(root),
             "video": video}

@@ -105,6 +105,10 @@ class WMRLConfig:
                                      # the behaviour-cloned one (Lift, 10-demo BC: std 0.3 -> 2-6% success when
                                      # sampling vs 58% deterministic; 0.1 -> 25%, 0.05 -> 48%)
 
+    def update_thread_count(self) -> int:
+        """Torch threads for work that has the machine to itself (GRPO updates, fine-tunes, the pipeline stages)."""
+        return self.update_threads or os.cpu_count() or 1
+
 
 # ------------------------------------------------------------------------------------------------- stages
 def stage_data(cache: Path, sim: SimConfig, episodes: int, noise: float, seed: int) -> Path:
@@ -185,7 +189,7 @@ class WMRLTrainer:
 
     def __init__(self, cfg: WMRLConfig, executor, policy, world_model, corr_cfg: CorrectionConfig,
                  algo_cfg: GRPOConfig, run_dir: Path, seed: int, wm_data=None):
-        from vla_wmrl.policies import RolloutAdapter, check_env_compat
+        from vla_wmrl.policies import RolloutAdapter, check_env_compat, set_exploration_std
 
         if cfg.mode not in MODES:
             raise ValueError(f"unknown wmrl.mode {cfg.mode!r}; valid modes: {list(MODES)}")
@@ -214,7 +218,7 @@ class WMRLTrainer:
         if cfg.imagine_from not in IMAGINE_FROM:
             raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
         self.adapter = RolloutAdapter(policy)
-        self.update_threads = cfg.update_threads or os.cpu_count() or 1  # GRPO and world-model fine-tunes
+        self.update_threads = cfg.update_thread_count()  # GRPO and world-model fine-tunes
         self.rng = np.random.default_rng(seed)
         self.branch_rng = np.random.default_rng(seed + 1)
         self.null_rng = np.random.default_rng(seed + 2)  # shuffle_advantages (a null control) only
@@ -484,19 +488,6 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
-def set_exploration_std(policy, std: float) -> None:
-    """Reset a policy's learned, state-independent exploration std (``log_std``) to ``std``, before RL (the
-    frozen reference is copied afterwards, so the KL penalty compares like with like)."""
-    if not std > 0:
-        raise ValueError(f"wmrl.explore_std must be > 0 (or null to keep the policy's own), got {std}")
-    log_std = getattr(policy, "log_std", None)
-    if not isinstance(log_std, torch.nn.Parameter):
-        raise ValueError(f"wmrl.explore_std: policy {policy.config.type!r} has no state-independent log_std "
-                         f"parameter to reset; set wmrl.explore_std=null")
-    with torch.no_grad():
-        log_std.fill_(float(np.log(std)))
-
-
 def _check_world_model_fits(world_model, executor) -> None:
     """Fail before any training when the world model was trained for other observations or actions."""
     wcfg = world_model.cfg
@@ -572,7 +563,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
     wm_cfg = OmegaConf.to_container(cfg.world_model, resolve=True)
     # The stages (data, behaviour cloning, world-model training) have the machine to themselves: every core.
-    torch.set_num_threads(wcfg.update_threads or os.cpu_count() or 1)
+    torch.set_num_threads(wcfg.update_thread_count())
     torch.manual_seed(cfg.seed)
     cache = Path(cfg.cache_dir)
     t_start = time.perf_counter()

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from lerobot.configs import PreTrainedConfig
 
-from vla_wmrl.policies.base import RolloutAdapter, StochasticPolicy, check_env_compat, features_from_dataset
+from vla_wmrl.policies.base import (RolloutAdapter, StochasticPolicy, check_env_compat, features_from_dataset,
+                                   set_exploration_std)
 
 # registered name -> module of its <Name>Config; <Name>Policy lives in the sibling modeling_* module (LeRobot's rule)
 POLICIES: dict[str, str] = {
@@ -93,4 +94,4 @@ def load_policy(path: str | Path, env=None, device: str | None = None):
 
 
 __all__ = ["POLICIES", "RolloutAdapter", "StochasticPolicy", "check_env_compat", "get_policy_class", "load_policy",
-           "make_policy", "make_policy_config"]
+           "make_policy", "make_policy_config", "set_exploration_std"]

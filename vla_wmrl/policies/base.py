@@ -167,3 +167,17 @@ class RolloutAdapter:
         if self.task_override is not None:
             batch[TASK] = [self.task_override] * len(batch[TASK])
         return self.policy.select_action(batch, deterministic=self.deterministic).cpu().numpy()
+
+
+def set_exploration_std(policy, std: float) -> None:
+    """Reset a policy's learned, state-independent exploration std (``log_std``) to ``std``: before RL (the trainer
+    copies the frozen reference afterwards, so the KL penalty compares like with like) and when recording a policy's
+    rollouts (``vla_wmrl.collect``)."""
+    if not std > 0:
+        raise ValueError(f"wmrl.explore_std must be > 0 (or null to keep the policy's own), got {std}")
+    log_std = getattr(policy, "log_std", None)
+    if not isinstance(log_std, torch.nn.Parameter):
+        raise ValueError(f"wmrl.explore_std: policy {policy.config.type!r} has no state-independent log_std "
+                         f"parameter to reset; set wmrl.explore_std=null")
+    with torch.no_grad():
+        log_std.fill_(float(np.log(std)))
