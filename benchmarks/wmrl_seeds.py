@@ -3,9 +3,19 @@
     python benchmarks/wmrl_seeds.py benchmarks/results/wmrl_check_seed0 benchmarks/results/wmrl_check_seed1 ... \
         [--arms wmrl_both wmrl_none] [--out benchmarks/results/wmrl_check_seeds.json]
 
+A directory given as ``DIR:arm1,arm2`` contributes only those arms (runs of one arm with different settings may sit
+in different directories).
+
 Prints, per arm, each seed's success at every evaluation and the mean and standard deviation over seeds of the gain
 (final - base), of the final success and of the RL wall-clock, and writes them as JSON. An arm missing from a seed's
 directory is reported over the seeds that have it.
+
+``--heldout-episodes N`` also evaluates every run's final policy (``runs/<arm>/policy``) and the base policy they
+started from on N held-out seeds (``--heldout-seed``, default 200000: disjoint from the trainer's evaluation seeds
+100000+ and the datasets'), deterministically, and reports those gains; the trainer's own 40-episode evaluations
+carry a ~0.08 standard error. Results are cached per directory in ``heldout_eval.json``. ``--paired A B`` adds the
+per-seed difference of A's and B's held-out final success, and, where a directory holds the ``sim`` arm, the table
+shows whether each arm's held-out final reached simulator RL's and at what fraction of its RL wall-clock.
 """
 
 from __future__ import annotations
@@ -16,20 +26,86 @@ from pathlib import Path
 
 import numpy as np
 
+HELDOUT_SEED = 200_000
 
-def aggregate(dirs: list[Path], arms: list[str] | None = None) -> dict:
+
+def _override(overrides: list[str], key: str) -> str:
+    for o in overrides:
+        if o.lstrip("+").startswith(key + "="):
+            return o.split("=", 1)[1]
+    raise KeyError(f"no {key}= among the run's overrides {overrides}")
+
+
+def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | None, episodes: int, seed: int, num_envs: int = 2) -> dict:
+    """{dir: {arm or "base": evaluate() summary}} for each run's final policy and its base, on held-out seeds."""
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from vla_wmrl.config import SimConfig, to_dataclass
+    from vla_wmrl.eval import evaluate
+    from vla_wmrl.policies import load_policy
+
+    torch.set_num_threads(1)
+    key = f"seed{seed}_x{episodes}"
+    config_dir = str(Path(__file__).resolve().parent.parent / "configs")
+    base_cache: dict[tuple[str, str], dict] = {}
+    out = {}
+
+    def run_eval(path: str, sim_name: str, label: str) -> dict:
+        with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+            sim = to_dataclass(SimConfig, compose("eval", overrides=[f"sim={sim_name}"]).sim)
+        print(f"evaluating {label} ({path}) on {episodes} held-out episodes", flush=True)
+        r = evaluate(load_policy(path, device="cpu"), sim, episodes, num_envs=num_envs, seed=seed)
+        return {k: r[k] for k in ("success_rate", "successes", "episodes", "seeds", "per_episode")} | {"policy": path}
+
+    for spec in dirs:
+        d = spec[0]
+        cache_path = d / "heldout_eval.json"
+        cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+        cache.setdefault(key, {})
+        for arm, r in selected(spec, arms).items():
+            base_path, sim_name = _override(r["overrides"], "policy_path"), _override(r["overrides"], "sim")
+            if "base" not in cache[key]:
+                if (base_path, sim_name) not in base_cache:
+                    base_cache[(base_path, sim_name)] = run_eval(base_path, sim_name, "base")
+                cache[key]["base"] = base_cache[(base_path, sim_name)]
+            base_cache.setdefault((base_path, sim_name), cache[key]["base"])
+            if arm not in cache[key]:
+                policy = d / "runs" / arm / "policy"
+                if not (policy / "model.safetensors").exists():
+                    raise FileNotFoundError(f"{policy}: the run's final policy is missing; rerun {arm} in {d}")
+                cache[key][arm] = run_eval(str(policy), sim_name, f"{d.name}/{arm}")
+            cache_path.write_text(json.dumps(cache, indent=1))  # after every evaluation: an interruption keeps them
+        out.setdefault(str(d), {}).update(cache[key])
+    return out
+
+
+def parse_dir(spec: str) -> tuple[Path, set[str] | None]:
+    """``DIR`` or ``DIR:arm1,arm2``."""
+    path, _, arms = spec.partition(":")
+    return Path(path), set(arms.split(",")) if arms else None
+
+
+def selected(spec: tuple[Path, set[str] | None], arms: list[str] | None) -> dict:
+    """The directory's results.json restricted to the requested arms."""
+    d, only = spec
+    path = d / "results.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: pass directories written by benchmarks/wmrl_vs_sim.py")
+    return {arm: r for arm, r in json.loads(path.read_text()).items()
+            if (not arms or arm in arms) and (only is None or arm in only)}
+
+
+def aggregate(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | None = None) -> dict:
     per_arm: dict[str, list[dict]] = {}
-    for d in dirs:
-        path = d / "results.json"
-        if not path.exists():
-            raise FileNotFoundError(f"{path} not found: pass directories written by benchmarks/wmrl_vs_sim.py")
-        for arm, r in json.loads(path.read_text()).items():
-            if arms and arm not in arms:
-                continue
-            per_arm.setdefault(arm, []).append({"dir": str(d), "curve": [h["success_rate"] for h in r["history"]],
+    for spec in dirs:
+        d = spec[0]
+        for arm, r in selected(spec, arms).items():
+            per_arm.setdefault(arm, []).append({"dir": str(d), "seed": int(_override(r["overrides"], "seed")),
+                                                "curve": [h["success_rate"] for h in r["history"]],
                                                 "base": r["base_success_rate"], "final": r["final_success_rate"],
                                                 "rl_seconds": r["rl_seconds"], "real_steps": r["real_env_steps"]})
-    out = {}
+    out: dict = {}
     for arm, runs in per_arm.items():
         gain = np.array([r["final"] - r["base"] for r in runs])
         final = np.array([r["final"] for r in runs])
@@ -41,11 +117,51 @@ def aggregate(dirs: list[Path], arms: list[str] | None = None) -> dict:
     return out
 
 
+def heldout_table(table: dict, held: dict, paired: list[str] | None) -> dict:
+    """Adds held-out figures to ``table`` (in place): per-seed final success, gain over the base, paired differences
+    (matched by seed), and whether each arm's held-out final reached the same seed's simulator RL (arm ``sim``) and
+    at what fraction of its RL wall-clock."""
+    sim_runs = {r["seed"]: r for r in table.get("sim", {}).get("runs", [])}
+    sd = (lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan"))
+    for arm, a in table.items():
+        finals, bases, reach = [], [], []
+        for r in a["runs"]:
+            h = held[r["dir"]]
+            finals.append(h[arm]["success_rate"])
+            bases.append(h["base"]["success_rate"])
+            if arm != "sim" and r["seed"] in sim_runs:
+                sim = sim_runs[r["seed"]]
+                reach.append({"seed": r["seed"], "sim_final": held[sim["dir"]]["sim"]["success_rate"],
+                              "reached_sim_final": h[arm]["success_rate"] >= held[sim["dir"]]["sim"]["success_rate"],
+                              "fraction_of_sim_time": r["rl_seconds"] / sim["rl_seconds"]})
+        gains = np.array(finals) - np.array(bases)
+        a["heldout"] = {"finals": finals, "bases": bases, "final_mean": float(np.mean(finals)), "final_sd": sd(finals),
+                        "gain_mean": float(gains.mean()), "gain_sd": sd(gains),
+                        "gain_se": sd(gains) / np.sqrt(len(gains)) if len(gains) > 1 else float("nan"),
+                        "episodes_per_seed": held[a["runs"][0]["dir"]][arm]["episodes"], "vs_sim": reach}
+    if paired:
+        a_arm, b_arm = paired
+        b_runs = {r["seed"]: r for r in table[b_arm]["runs"]}
+        pairs = [(r, b_runs[r["seed"]]) for r in table[a_arm]["runs"] if r["seed"] in b_runs]
+        diff = np.array([held[ra["dir"]][a_arm]["success_rate"] - held[rb["dir"]][b_arm]["success_rate"]
+                         for ra, rb in pairs])
+        table["paired"] = {"a": a_arm, "b": b_arm, "seeds": [ra["seed"] for ra, _ in pairs], "diffs": diff.tolist(), "mean": float(diff.mean()),
+                           "sd": sd(diff), "se": sd(diff) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan"),
+                           "a_ahead": int((diff > 0).sum()), "ties": int((diff == 0).sum())}
+    return table
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("dirs", nargs="+", type=Path, help="one wmrl_vs_sim.py output directory per seed")
+    parser.add_argument("dirs", nargs="+", type=parse_dir,
+                        help="wmrl_vs_sim.py output directories (DIR or DIR:arm1,arm2)")
     parser.add_argument("--arms", nargs="+", default=None, help="only these arms (default: all)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file to write (default: print only)")
+    parser.add_argument("--heldout-episodes", type=int, default=0, help="evaluate final and base policies on N "
+                        "held-out episodes (0: off)")
+    parser.add_argument("--heldout-seed", type=int, default=HELDOUT_SEED)
+    parser.add_argument("--paired", nargs=2, metavar=("A", "B"), default=None,
+                        help="per-seed difference of A's and B's held-out final success")
     args = parser.parse_args()
     table = aggregate(args.dirs, args.arms)
     print("| arm | seeds | success per seed (base -> ... -> final) | gain mean +- sd (points) | final mean +- sd | "
@@ -55,6 +171,26 @@ def main():
         print(f"| {arm} | {a['seeds']} | {curves} | {100 * a['gain_mean']:+.1f} +- {100 * a['gain_sd']:.1f} | "
               f"{a['final_mean']:.3f} +- {a['final_sd']:.3f} | {a['rl_seconds_mean']:.0f} | "
               f"{a['real_steps_mean']:.0f} |")
+    if args.heldout_episodes:
+        held = heldout_eval(args.dirs, args.arms, args.heldout_episodes, args.heldout_seed)
+        heldout_table(table, held, args.paired)
+        print(f"\nheld-out evaluation: {args.heldout_episodes} episodes per policy, seeds {args.heldout_seed}+")
+        print("| arm | seeds | final per seed | base | gain mean +- sd (s.e.) | reached sim's final (fraction of sim's "
+              "time) |\n|---|---|---|---|---|---|")
+        for arm, a in table.items():
+            if arm == "paired":
+                continue
+            h = a["heldout"]
+            vs = "; ".join(f"{'yes' if v['reached_sim_final'] else 'no'} ({v['fraction_of_sim_time']:.2f})"
+                           for v in h["vs_sim"]) or "-"
+            print(f"| {arm} | {a['seeds']} | {', '.join(f'{x:.2f}' for x in h['finals'])} | "
+                  f"{', '.join(sorted({f'{x:.2f}' for x in h['bases']}))} | {100 * h['gain_mean']:+.1f} +- "
+                  f"{100 * h['gain_sd']:.1f} ({100 * h['gain_se']:.1f}) | {vs} |")
+        if "paired" in table:
+            p = table["paired"]
+            print(f"paired {p['a']} - {p['b']}: {', '.join(f'{100 * x:+.0f}' for x in p['diffs'])} -> "
+                  f"{100 * p['mean']:+.1f} +- {100 * p['sd']:.1f} (s.e. {100 * p['se']:.1f}); {p['a']} ahead on "
+                  f"{p['a_ahead']} of {len(p['diffs'])} seeds ({p['ties']} ties)")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(table, indent=2))
