@@ -27,17 +27,31 @@ from pathlib import Path
 import numpy as np
 
 HELDOUT_SEED = 200_000
+DEFAULT_SEED = "0"  # configs/train.yaml's seed, for runs whose overrides do not set one
 
 
-def _override(overrides: list[str], key: str) -> str:
+def _override(overrides: list[str], key: str, default: str | None = None) -> str:
     for o in overrides:
         if o.lstrip("+").startswith(key + "="):
             return o.split("=", 1)[1]
-    raise KeyError(f"no {key}= among the run's overrides {overrides}")
+    if default is None:
+        raise KeyError(f"no {key}= among the run's overrides {overrides}")
+    return default
 
 
-def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | None, episodes: int, seed: int, num_envs: int = 2) -> dict:
+def _sd(x) -> float:
+    return float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")
+
+
+def _se(x) -> float:
+    return _sd(x) / np.sqrt(len(x)) if len(x) > 1 else float("nan")
+
+
+def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | None, episodes: int, seed: int,
+                 num_envs: int = 2) -> dict:
     """{dir: {arm or "base": evaluate() summary}} for each run's final policy and its base, on held-out seeds."""
+    import functools
+
     import torch
     from hydra import compose, initialize_config_dir
 
@@ -48,14 +62,17 @@ def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | Non
     torch.set_num_threads(1)
     key = f"seed{seed}_x{episodes}"
     config_dir = str(Path(__file__).resolve().parent.parent / "configs")
-    base_cache: dict[tuple[str, str], dict] = {}
+    bases: dict[tuple[str, str], dict] = {}  # (policy path, sim) -> result: the base is evaluated once
     out = {}
 
-    def run_eval(path: str, sim_name: str, label: str) -> dict:
+    @functools.cache
+    def sim_config(sim_name: str) -> SimConfig:
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            sim = to_dataclass(SimConfig, compose("eval", overrides=[f"sim={sim_name}"]).sim)
+            return to_dataclass(SimConfig, compose("eval", overrides=[f"sim={sim_name}"]).sim)
+
+    def run_eval(path: str, sim_name: str, label: str) -> dict:
         print(f"evaluating {label} ({path}) on {episodes} held-out episodes", flush=True)
-        r = evaluate(load_policy(path, device="cpu"), sim, episodes, num_envs=num_envs, seed=seed)
+        r = evaluate(load_policy(path, device="cpu"), sim_config(sim_name), episodes, num_envs=num_envs, seed=seed)
         return {k: r[k] for k in ("success_rate", "successes", "episodes", "seeds", "per_episode")} | {"policy": path}
 
     for spec in dirs:
@@ -65,11 +82,9 @@ def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | Non
         cache.setdefault(key, {})
         for arm, r in selected(spec, arms).items():
             base_path, sim_name = _override(r["overrides"], "policy_path"), _override(r["overrides"], "sim")
-            if "base" not in cache[key]:
-                if (base_path, sim_name) not in base_cache:
-                    base_cache[(base_path, sim_name)] = run_eval(base_path, sim_name, "base")
-                cache[key]["base"] = base_cache[(base_path, sim_name)]
-            base_cache.setdefault((base_path, sim_name), cache[key]["base"])
+            if (base_path, sim_name) not in bases:
+                bases[(base_path, sim_name)] = cache[key].get("base") or run_eval(base_path, sim_name, "base")
+            cache[key]["base"] = bases[(base_path, sim_name)]
             if arm not in cache[key]:
                 policy = d / "runs" / arm / "policy"
                 if not (policy / "model.safetensors").exists():
@@ -101,7 +116,8 @@ def aggregate(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | None =
     for spec in dirs:
         d = spec[0]
         for arm, r in selected(spec, arms).items():
-            per_arm.setdefault(arm, []).append({"dir": str(d), "seed": int(_override(r["overrides"], "seed")),
+            per_arm.setdefault(arm, []).append({"dir": str(d),
+                                                "seed": int(_override(r["overrides"], "seed", DEFAULT_SEED)),
                                                 "curve": [h["success_rate"] for h in r["history"]],
                                                 "base": r["base_success_rate"], "final": r["final_success_rate"],
                                                 "rl_seconds": r["rl_seconds"], "real_steps": r["real_env_steps"]})
@@ -110,9 +126,8 @@ def aggregate(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | None =
         gain = np.array([r["final"] - r["base"] for r in runs])
         final = np.array([r["final"] for r in runs])
         secs = np.array([r["rl_seconds"] for r in runs])
-        sd = (lambda x: float(x.std(ddof=1)) if x.size > 1 else float("nan"))
-        out[arm] = {"seeds": len(runs), "runs": runs, "gain_mean": float(gain.mean()), "gain_sd": sd(gain),
-                    "final_mean": float(final.mean()), "final_sd": sd(final), "rl_seconds_mean": float(secs.mean()),
+        out[arm] = {"seeds": len(runs), "runs": runs, "gain_mean": float(gain.mean()), "gain_sd": _sd(gain),
+                    "final_mean": float(final.mean()), "final_sd": _sd(final), "rl_seconds_mean": float(secs.mean()),
                     "real_steps_mean": float(np.mean([r["real_steps"] for r in runs]))}
     return out
 
@@ -122,7 +137,6 @@ def heldout_table(table: dict, held: dict, paired: list[str] | None) -> dict:
     (matched by seed), and whether each arm's held-out final reached the same seed's simulator RL (arm ``sim``) and
     at what fraction of its RL wall-clock."""
     sim_runs = {r["seed"]: r for r in table.get("sim", {}).get("runs", [])}
-    sd = (lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan"))
     for arm, a in table.items():
         finals, bases, reach = [], [], []
         for r in a["runs"]:
@@ -131,13 +145,13 @@ def heldout_table(table: dict, held: dict, paired: list[str] | None) -> dict:
             bases.append(h["base"]["success_rate"])
             if arm != "sim" and r["seed"] in sim_runs:
                 sim = sim_runs[r["seed"]]
-                reach.append({"seed": r["seed"], "sim_final": held[sim["dir"]]["sim"]["success_rate"],
-                              "reached_sim_final": h[arm]["success_rate"] >= held[sim["dir"]]["sim"]["success_rate"],
+                sim_final = held[sim["dir"]]["sim"]["success_rate"]
+                reach.append({"seed": r["seed"], "sim_final": sim_final,
+                              "reached_sim_final": h[arm]["success_rate"] >= sim_final,
                               "fraction_of_sim_time": r["rl_seconds"] / sim["rl_seconds"]})
         gains = np.array(finals) - np.array(bases)
-        a["heldout"] = {"finals": finals, "bases": bases, "final_mean": float(np.mean(finals)), "final_sd": sd(finals),
-                        "gain_mean": float(gains.mean()), "gain_sd": sd(gains),
-                        "gain_se": sd(gains) / np.sqrt(len(gains)) if len(gains) > 1 else float("nan"),
+        a["heldout"] = {"finals": finals, "bases": bases, "final_mean": float(np.mean(finals)), "final_sd": _sd(finals),
+                        "gain_mean": float(gains.mean()), "gain_sd": _sd(gains), "gain_se": _se(gains),
                         "episodes_per_seed": held[a["runs"][0]["dir"]][arm]["episodes"], "vs_sim": reach}
     if paired:
         a_arm, b_arm = paired
@@ -145,8 +159,8 @@ def heldout_table(table: dict, held: dict, paired: list[str] | None) -> dict:
         pairs = [(r, b_runs[r["seed"]]) for r in table[a_arm]["runs"] if r["seed"] in b_runs]
         diff = np.array([held[ra["dir"]][a_arm]["success_rate"] - held[rb["dir"]][b_arm]["success_rate"]
                          for ra, rb in pairs])
-        table["paired"] = {"a": a_arm, "b": b_arm, "seeds": [ra["seed"] for ra, _ in pairs], "diffs": diff.tolist(), "mean": float(diff.mean()),
-                           "sd": sd(diff), "se": sd(diff) / np.sqrt(len(diff)) if len(diff) > 1 else float("nan"),
+        table["paired"] = {"a": a_arm, "b": b_arm, "seeds": [ra["seed"] for ra, _ in pairs], "diffs": diff.tolist(),
+                           "mean": float(diff.mean()), "sd": _sd(diff), "se": _se(diff),
                            "a_ahead": int((diff > 0).sum()), "ties": int((diff == 0).sum())}
     return table
 
