@@ -120,6 +120,30 @@ def test_warmup_runs_the_starting_policy_for_real_and_fine_tunes_the_world_model
         assert any(not (after[k] == before[k]).all() for k in before) == changed, run
 
 
+def test_warmup_trains_the_policy_and_the_rl_budget_stops_updates(debug_run, tmp_path, monkeypatch):
+    """wmrl.warmup_train: the warm-up's real groups make a GRPO update; wmrl.max_minutes: no update starts past the
+    budget (here the warm-up alone spends it), and the policy trained so far is still evaluated and saved."""
+    from safetensors.torch import load_file
+
+    tmp, _ = debug_run
+    group_scores = train._group_scores
+
+    def mixed_outcomes(groups):  # the debug policy never reaches: give the warm-up group a learning signal
+        pred, var, real = group_scores(groups)
+        return pred, var, np.resize([1.0, 0.0], real.shape)
+
+    monkeypatch.setattr(train, "_group_scores", mixed_outcomes)
+    common = ("wmrl.warmup_groups=1", "wmrl.eval_every=0")
+    frozen = train.run(_cfg(tmp, *common, "wmrl.warmup_train=false", "wmrl.updates=0"), tmp_path / "frozen")
+    warm = train.run(_cfg(tmp, *common, "wmrl.updates=3", "wmrl.max_minutes=1e-6"), tmp_path / "budget")
+    assert frozen["updates"] == 0 and warm["updates"] == 0 and warm["updates_planned"] == 3
+    assert warm["rl_seconds"] > 0 and warm["history"][-1]["train_seconds"] == warm["rl_seconds"]
+    assert len(warm["history"]) == 2  # base, then the warm-up-trained policy
+    a = load_file(str(tmp_path / "frozen" / "policy" / "model.safetensors"))
+    b = load_file(str(tmp_path / "budget" / "policy" / "model.safetensors"))
+    assert any(not (a[k] == b[k]).all() for k in a), "the warm-up update did not change the policy"
+
+
 def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():
     from vla_wmrl.imagination import _pick
 

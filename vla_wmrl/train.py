@@ -91,6 +91,10 @@ class WMRLConfig:
                                      # and the imagination gap get their first observations (with warmup_wm_steps the
                                      # world model also trains on them; counted as RL time/steps)
     warmup_wm_steps: int = 0         # world-model gradient steps on the warm-up episodes
+    warmup_train: bool = True        # the warm-up groups (real, on-policy, graded by the simulator) also make one
+                                     # GRPO update, so the real steps they cost train the policy too
+    max_minutes: float | None = None  # RL wall-clock budget (warm-up included, evaluation excluded): no update starts
+                                      # that would end past it at the slowest recent update's pace (None = off)
     check_imagination: bool = True   # also imagine the anchor groups' start states (closed loop, not trained on):
                                      # the corrector's imagination gap (correction.gap_tolerance) compares them with
                                      # the real outcomes and turns the imagined stream down when it over-promises
@@ -223,6 +227,7 @@ class WMRLTrainer:
         self.branch_rng = np.random.default_rng(seed + 1)
         self.null_rng = np.random.default_rng(seed + 2)  # shuffle_advantages (a null control) only
         self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
+        self.update_seconds: list[float] = []  # duration of each update of this process (the max_minutes pace)
         # The most recent real rollouts: world-model fine-tuning data, and imagine_from=real's branch points.
         self.recent_real: list[Rollout] = []
         self.history: list[dict] = []
@@ -315,17 +320,7 @@ class WMRLTrainer:
         out = self.corrector.process(pred, real, anchors, pred_var=np.where(np.isfinite(var), var, 0.0),
                                      graded=graded, lengths=np.array([[r.length for r in g] for g in groups]),
                                      anchor_imagined=check)
-        rollouts = [r for g in groups for r in g]
-        steps, index = step_batch(rollouts)
-        advantages, weights = out.advantages.reshape(-1), out.weights.reshape(-1)
-        if cfg.shuffle_advantages:  # null control (see WMRLConfig): same magnitudes, assigned at random
-            valid = np.flatnonzero(out.valid.reshape(-1))
-            perm = self.null_rng.permutation(valid)
-            advantages, weights = advantages.copy(), weights.copy()
-            advantages[valid], weights[valid] = advantages[perm], weights[perm]
-        with torch_threads(self.update_threads):
-            algo_metrics = self.algo.update(steps, advantages, weights, index,
-                                            num_rollouts=max(int(out.valid.sum()), 1), prepare=to_policy_batch)
+        algo_metrics = self._policy_update(groups, out)
         real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
         self._remember_real(real_rollouts)
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
@@ -335,6 +330,7 @@ class WMRLTrainer:
             with torch_threads(self.update_threads):
                 metrics.update(self.finetune_world_model())
         self.train_seconds += time.perf_counter() - t0
+        self.update_seconds.append(time.perf_counter() - t0)
         imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
         metrics.update({f"algo/{k}": v for k, v in algo_metrics.items()})
         metrics.update({f"correction/{k}": v for k, v in self.corrector.stats().items()})
@@ -347,28 +343,54 @@ class WMRLTrainer:
                         "update_seconds": time.perf_counter() - t0})
         return metrics
 
+    def _policy_update(self, groups: list[list[Rollout]], out) -> dict:
+        """GRPO on the groups' rollouts with the corrector's advantages and weights (``out``)."""
+        steps, index = step_batch([r for g in groups for r in g])
+        advantages, weights = out.advantages.reshape(-1), out.weights.reshape(-1)
+        if self.cfg.shuffle_advantages:  # null control (see WMRLConfig): same magnitudes, assigned at random
+            valid = np.flatnonzero(out.valid.reshape(-1))
+            perm = self.null_rng.permutation(valid)
+            advantages, weights = advantages.copy(), weights.copy()
+            advantages[valid], weights[valid] = advantages[perm], weights[perm]
+        with torch_threads(self.update_threads):
+            return self.algo.update(steps, advantages, weights, index, num_rollouts=max(int(out.valid.sum()), 1),
+                                    prepare=to_policy_batch)
+
+    def out_of_time(self) -> bool:
+        """Whether another update, at the pace of the slowest of the last three, would end past ``max_minutes``."""
+        if self.cfg.max_minutes is None:
+            return False
+        pace = max(self.update_seconds[-3:], default=0.0)
+        return self.train_seconds + pace > 60 * self.cfg.max_minutes
+
     def warmup(self) -> dict:
         """Before the first update: ``warmup_groups`` real groups of the starting policy. Their (predicted, real)
         pairs go to the calibrator, so it is fitted from the first update, and their closed-loop imagined twins to the
-        imagination gap; with ``warmup_wm_steps`` the world model is also fine-tuned on them. Counted in real steps
-        and RL time."""
+        imagination gap; with ``warmup_train`` they also make a GRPO update on their real outcomes (on-policy
+        simulator RL), and with ``warmup_wm_steps`` the world model is fine-tuned on them. Counted in real steps and
+        RL time. Skipped in ``mode=wm`` (imagination only, by definition)."""
         cfg, t0 = self.cfg, time.perf_counter()
-        if not cfg.warmup_groups or self.imagined is None or not self.executor.can_run:
+        if not cfg.warmup_groups or self.imagined is None or cfg.mode == "wm" or not self.executor.can_run:
             return {}
         seeds = [self.WARMUP_SEED + self.seed * 1_000_000 + g for g in range(cfg.warmup_groups)]
         anchors = np.ones(cfg.warmup_groups, bool)
         groups, checks, collected = self.collect_groups(seeds, anchors)  # every group real, replayed in the WM
         pred, var, real = _group_scores(groups)
-        self.corrector.process(pred, real, anchors, pred_var=var,
-                               anchor_imagined=_check_scores(checks, pred.shape))
+        out = self.corrector.process(pred, real, anchors, pred_var=var,
+                                     anchor_imagined=_check_scores(checks, pred.shape))
+        metrics = {}
+        if cfg.warmup_train:
+            metrics.update({f"warmup_algo/{k}": v for k, v in self._policy_update(groups, out).items()})
         self._remember_real([r for g in groups for r in g])
         self.real_steps += collected["real_steps"]
-        metrics = self.finetune_world_model(cfg.warmup_wm_steps) if cfg.warmup_wm_steps else {}
+        if cfg.warmup_wm_steps:
+            metrics.update(self.finetune_world_model(cfg.warmup_wm_steps))
         self.train_seconds += time.perf_counter() - t0
         metrics.update({"warmup_success": float(real.mean()), "warmup_real_steps": collected["real_steps"],
                         "warmup_seconds": time.perf_counter() - t0})
-        log.info("warm-up: %d real rollouts (success %.2f), world model fine-tuned %d steps in %.0f s",
-                 real.size, metrics["warmup_success"], cfg.warmup_wm_steps, metrics["warmup_seconds"])
+        log.info("warm-up: %d real rollouts (success %.2f), %s, world model fine-tuned %d steps in %.0f s",
+                 real.size, metrics["warmup_success"], "one GRPO update" if cfg.warmup_train else "no policy update",
+                 cfg.warmup_wm_steps, metrics["warmup_seconds"])
         return metrics
 
     def _remember_real(self, rollouts: list[Rollout]) -> None:
@@ -607,37 +629,43 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     try:
         if cfg.resume and ckpt.exists():
             trainer.load(ckpt)
+
+        def record_eval(videos: bool = True) -> None:
+            video_dir = run_dir / "videos" / f"update_{trainer.update_idx:04d}" if videos else None
+            ev = trainer.evaluate(wcfg.eval_episodes, video_dir)
+            trainer.history.append({"update": trainer.update_idx, "success_rate": ev["success_rate"],
+                                    "real_steps_total": trainer.real_steps, "train_seconds": trainer.train_seconds})
+            writer.add_scalar("eval/success_rate", ev["success_rate"], trainer.update_idx)
+            writer.add_scalar("eval/success_rate_vs_seconds", ev["success_rate"], int(trainer.train_seconds))
+
         if trainer.update_idx == 0:
-            base = trainer.evaluate(wcfg.eval_episodes)
-            trainer.history.append({"update": 0, "success_rate": base["success_rate"], "real_steps_total": 0,
-                                    "train_seconds": 0.0})
-            writer.add_scalar("eval/success_rate", base["success_rate"], 0)
+            record_eval(videos=False)  # the base policy
             for k, v in trainer.warmup().items():
                 writer.add_scalar(k if "/" in k else f"train/{k}", v, 0)
+
         with tqdm(total=wcfg.updates, initial=trainer.update_idx, desc=f"wmrl[{wcfg.mode}]", unit="update") as bar:
-            while trainer.update_idx < wcfg.updates:
+            while trainer.update_idx < wcfg.updates and not trainer.out_of_time():
                 m = trainer.update()
                 for k, v in m.items():
                     if isinstance(v, (int, float)) and np.isfinite(v):
                         writer.add_scalar(k if "/" in k else f"train/{k}", v, trainer.update_idx)
-                last = trainer.update_idx == wcfg.updates
-                if last or (wcfg.eval_every and trainer.update_idx % wcfg.eval_every == 0):
-                    ev = trainer.evaluate(wcfg.eval_episodes, run_dir / "videos" / f"update_{trainer.update_idx:04d}")
-                    trainer.history.append({"update": trainer.update_idx, "success_rate": ev["success_rate"],
-                                            "real_steps_total": trainer.real_steps,
-                                            "train_seconds": trainer.train_seconds})
-                    writer.add_scalar("eval/success_rate", ev["success_rate"], trainer.update_idx)
-                    writer.add_scalar("eval/success_rate_vs_seconds", ev["success_rate"], int(trainer.train_seconds))
-                    bar.set_postfix(success=f"{ev['success_rate']:.2f}")
+                if wcfg.eval_every and trainer.update_idx % wcfg.eval_every == 0:
+                    record_eval()
                 bar.set_postfix(anchor_w=f"{m.get('correction/anchor_weight', 1.0):.2f}",
                                 success=f"{trainer.history[-1]['success_rate']:.2f}")
                 bar.update(1)
                 trainer.save(ckpt)
+        if trainer.update_idx < wcfg.updates:
+            log.info("RL budget wmrl.max_minutes=%g reached: stopped after %d of %d updates (%.0f s of RL)",
+                     wcfg.max_minutes, trainer.update_idx, wcfg.updates, trainer.train_seconds)
+        if trainer.train_seconds > trainer.history[-1]["train_seconds"]:  # trained since the last evaluation
+            record_eval()
+            trainer.save(ckpt)
         final = trainer.history[-1]
         trainer.policy.save_pretrained(run_dir / "policy")
         summary = {"sim": sim.name if sim else None, "dataset": str(dataset) if sim is None else None,
                    "robot": robot_cfg.get("type") if robot_cfg else None, "mode": wcfg.mode,
-                   "correction": asdict(corr_cfg), "updates": trainer.update_idx,
+                   "correction": asdict(corr_cfg), "updates": trainer.update_idx, "updates_planned": wcfg.updates,
                    "base_success_rate": trainer.history[0]["success_rate"],
                    "final_success_rate": final["success_rate"],
                    "improvement_points": 100 * (final["success_rate"] - trainer.history[0]["success_rate"]),
