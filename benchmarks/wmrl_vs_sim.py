@@ -9,6 +9,11 @@ prints a table (time to reach simulator RL's final success, final success, real 
         [--out benchmarks/results/wmrl_vs_sim] -- sim=robosuite_lift policy_path=... world_model_path=...
 
 Everything after ``--`` is passed to the trainer as Hydra overrides (e.g. wmrl.updates=20).
+
+``--budget-fraction F`` compares at equal time instead: ``sim`` runs first (its updates as configured), then every
+other arm runs as many updates as fit in F x sim's RL wall-clock of this run (``wmrl.max_minutes``), so "reaches
+simulator RL's final success in <= F of its time" is read off the arms' final evaluation, timed side by side on the
+same machine.
 """
 
 from __future__ import annotations
@@ -17,7 +22,6 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
 from hydra import compose, initialize_config_dir
 
 ARMS = {  # arm -> trainer overrides
@@ -46,9 +50,15 @@ def main():
     parser.add_argument("--arms", nargs="+", default=["sim", "wmrl_both", "wm"], choices=list(ARMS))
     parser.add_argument("--out", default="benchmarks/results/wmrl_vs_sim")
     parser.add_argument("--report-only", action="store_true", help="only redraw the table and plot from results.json")
+    parser.add_argument("--budget-fraction", type=float, default=None,
+                        help="run the non-sim arms for this fraction of sim's RL wall-clock (sim runs first)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the trainer (after --)")
     args = parser.parse_args()
     overrides = args.overrides
+    if args.budget_fraction is not None:
+        if not 0 < args.budget_fraction:
+            parser.error(f"--budget-fraction must be > 0, got {args.budget_fraction}")
+        args.arms = sorted(args.arms, key=lambda a: a != "sim")  # sim first: the others' budget is its time
     from vla_wmrl.train import run
 
     out = Path(args.out)
@@ -57,13 +67,20 @@ def main():
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     config_dir = str(Path(__file__).resolve().parent.parent / "configs")
     for arm in [] if args.report_only else args.arms:
+        arm_overrides = list(overrides)
+        if args.budget_fraction is not None and arm != "sim":
+            if "sim" not in results:
+                parser.error("--budget-fraction needs the sim arm: add it to --arms (or run it into --out first)")
+            budget_min = args.budget_fraction * results["sim"]["rl_seconds"] / 60
+            arm_overrides = [o for o in overrides if not o.startswith(("wmrl.updates=", "wmrl.max_minutes="))]
+            arm_overrides += [f"wmrl.max_minutes={budget_min:.4f}", "wmrl.updates=1000"]  # the budget decides
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-            cfg = compose("train", overrides=[*overrides, *ARMS[arm]])
-        print(f"=== arm {arm}: {' '.join(ARMS[arm] + overrides)}", flush=True)
+            cfg = compose("train", overrides=[*arm_overrides, *ARMS[arm]])
+        print(f"=== arm {arm}: {' '.join(ARMS[arm] + arm_overrides)}", flush=True)
         summary = run(cfg, out / "runs" / arm)
         results[arm] = {k: summary[k] for k in ("history", "base_success_rate", "final_success_rate",
-                                                 "real_env_steps", "rl_seconds", "eval_episodes")}
-        results[arm]["overrides"] = ARMS[arm] + overrides
+                                                 "real_env_steps", "rl_seconds", "eval_episodes", "updates")}
+        results[arm]["overrides"] = ARMS[arm] + arm_overrides
         results_path.write_text(json.dumps(results, indent=2))  # after every arm: a crash keeps finished arms
 
     target = results["sim"]["final_success_rate"] if "sim" in results else None
