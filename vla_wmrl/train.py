@@ -329,8 +329,9 @@ class WMRLTrainer:
         if self.imagined is not None and cfg.wm_finetune_every and self.update_idx % cfg.wm_finetune_every == 0:
             with torch_threads(self.update_threads):
                 metrics.update(self.finetune_world_model())
-        self.train_seconds += time.perf_counter() - t0
-        self.update_seconds.append(time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        self.train_seconds += seconds
+        self.update_seconds.append(seconds)
         imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
         metrics.update({f"algo/{k}": v for k, v in algo_metrics.items()})
         metrics.update({f"correction/{k}": v for k, v in self.corrector.stats().items()})
@@ -340,7 +341,7 @@ class WMRLTrainer:
                         "anchor_pred_score": float(pred[anchors].mean()) if anchors.any() and self.imagined else
                         float("nan"), "imagined_pred_score": float(np.mean(imagined_pred)),
                         "anchor_imagined_score": float(np.nanmean(check)) if check is not None else float("nan"),
-                        "update_seconds": time.perf_counter() - t0})
+                        "update_seconds": seconds})
         return metrics
 
     def _policy_update(self, groups: list[list[Rollout]], out) -> dict:
