@@ -81,3 +81,29 @@ def test_micro_batches_give_the_same_update():
         params.append(policy.state_dict())
     for name in params[0]:
         torch.testing.assert_close(params[0][name], params[1][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_the_frozen_reference_is_scored_once_per_update_and_the_kl_penalty_holds_the_policy_near_it():
+    """The KL term's reference log-probabilities are computed once per update (the reference is frozen), not once per
+    epoch and minibatch; the penalty still does its job: a strong kl_coef keeps the policy closer to the reference."""
+    torch.manual_seed(0)
+    base = small_policy()
+    steps, index = _steps(base, 8)
+    adv, w = np.array([1.0, -1.0] * 4), np.ones(8)
+    moved = {}
+    for kl_coef in (0.0, 1.0):
+        policy, ref = copy.deepcopy(base), copy.deepcopy(base)
+        calls = []
+        ref_log_prob = ref.log_prob
+        ref.log_prob = lambda batch, actions: calls.append(len(actions)) or ref_log_prob(batch, actions)
+        torch.manual_seed(1)
+        out = GRPO(policy, ref, GRPOConfig(lr=1e-3, epochs=4, minibatch_size=16, kl_coef=kl_coef)).update(
+            steps, adv, w, index, num_rollouts=8)
+        if kl_coef:
+            assert sum(calls) == len(index) and out["kl"] > 0, (calls, out)  # every step scored exactly once
+        else:
+            assert not calls
+        with torch.no_grad():
+            r = base.log_prob(steps, steps["action"]) - policy.log_prob(steps, steps["action"])
+        moved[kl_coef] = (r.exp() - r - 1).mean().item()
+    assert moved[1.0] < moved[0.0], moved

@@ -54,6 +54,10 @@ class GRPO:
         if ref_policy is not None:
             ref_policy.eval().requires_grad_(False)
 
+    @property
+    def _uses_ref(self) -> bool:
+        return self.ref_policy is not None and self.cfg.kl_coef > 0
+
     def log_prob(self, steps: dict, prepare=lambda b: b) -> torch.Tensor:
         """Log-probabilities of ``steps["action"]`` under the current policy, in chunks, without gradients."""
         self.policy.eval()
@@ -65,7 +69,8 @@ class GRPO:
 
         Args:
             steps: policy batch of all steps, keys as the policy expects (images, state, task) plus ``action``
-                (S, A) and ``old_log_prob`` (S,) from the rollout policy.
+                (S, A), optionally ``old_log_prob`` (S,) from the rollout policy (absent: the current policy is the
+                rollout policy) and ``ref_log_prob`` (S,); absent ones are computed here, once per update.
             advantages: (R,) advantage of each rollout; weights: (R,) loss weight of each rollout.
             rollout_index: (S,) which rollout each step belongs to.
             num_rollouts: number of contributing rollouts (the loss normaliser).
@@ -86,6 +91,10 @@ class GRPO:
             old_log_prob = torch.zeros(n)  # only the kept steps: excluded rollouts are never read
             old_log_prob[keep] = self.log_prob(_index(steps, keep), prepare)
             steps = dict(steps, old_log_prob=old_log_prob)
+        if self._uses_ref and "ref_log_prob" not in steps:  # the reference is frozen: score once, not every epoch
+            ref_log_prob = torch.zeros(n)
+            ref_log_prob[keep] = _log_prob_chunks(self.ref_policy, _index(steps, keep), prepare)
+            steps = dict(steps, ref_log_prob=ref_log_prob)
         # Eval mode on purpose: training-time augmentation would make the ratio differ from 1 on unchanged weights.
         self.policy.eval()
         planned = cfg.epochs * -(-len(keep) // cfg.minibatch_size)
@@ -136,10 +145,8 @@ class GRPO:
         pg_loss = -(wi * surrogate).mean() * scale
         loss = pg_loss
         kl = torch.zeros(())
-        if self.ref_policy is not None and cfg.kl_coef > 0:
-            with torch.no_grad():
-                ref_log_prob = self.ref_policy.log_prob(mb, mb["action"])
-            r = (ref_log_prob - log_prob).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+        if self._uses_ref:
+            r = (mb["ref_log_prob"] - log_prob).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
             kl = (torch.exp(r) - r - 1).mean()
             loss = loss + cfg.kl_coef * kl
         entropy = torch.zeros(())
