@@ -151,7 +151,6 @@ def main():
     from vla_wmrl.executors import SimExecutor
     from vla_wmrl.imagination import from_episode, imagine, repeat_obs, score_in_world_model
     from vla_wmrl.policies import RolloutAdapter, load_policy, set_exploration_std
-    from vla_wmrl.rollout import ReplayPolicy
     from world_models import ImaginedVectorEnv, load_world_model
 
     torch.manual_seed(args.seed)
@@ -170,16 +169,8 @@ def main():
         predicts success, possibly a few steps early)."""
         t0 = time.perf_counter()
         seqs = [np.concatenate([p, r.action]).astype(np.float32) for p, r in zip(prefixes, rollouts)]
-        pending = {}  # seed -> its finished episodes, matched back to their sequences by the actions they played
-        for ep in executor.run(ReplayPolicy(seqs, args.num_envs), seeds):
-            pending.setdefault(ep.seed, []).append(ep)
-        out = []
-        for s, q, n in zip(seeds, seqs, lengths):
-            def played(ep, q=q):
-                m = min(ep.length, len(q))
-                return np.array_equal(np.stack([f["action"] for f in ep.frames[:m]]), q[:m])
-            ep = pending[s].pop(next(i for i, e in enumerate(pending[s]) if played(e)))
-            out.append(float(any(f["next.success"] for f in ep.frames[:n + args.slack])))
+        out = [float(any(f["next.success"] for f in ep.frames[:n + args.slack]))
+               for ep, n in zip(executor.replay(seqs, seeds), lengths)]
         seconds.setdefault("replay_in_sim", 0.0)
         seconds["replay_in_sim"] += time.perf_counter() - t0
         return np.array(out)

@@ -34,6 +34,10 @@ ARMS = {  # arm -> trainer overrides
     "wmrl_debias": ["wmrl.mode=wmrl", "correction=debias"],
     "wmrl_denoise": ["wmrl.mode=wmrl", "correction=denoise"],
     "wmrl_both": ["wmrl.mode=wmrl", "correction=both"],
+    # Anchor groups imagined and replayed in the simulator: the calibrator learns from imagined rollouts' scores
+    # (benchmarks/calibration_pairs.py); same real steps per update.
+    "wmrl_both_replay": ["wmrl.mode=wmrl", "correction=both", "wmrl.anchor_mode=replay"],
+    "wmrl_debias_replay": ["wmrl.mode=wmrl", "correction=debias", "wmrl.anchor_mode=replay"],
 }
 
 

@@ -221,3 +221,47 @@ def test_torch_threads_sets_and_restores_the_thread_count():
     assert torch.get_num_threads() == before
     with pytest.raises(ValueError, match=">= 1"), train.torch_threads(0):
         pass
+
+
+def test_replay_anchors_pair_imagined_scores_with_the_simulated_outcome_of_their_actions(debug_run, tmp_path,
+                                                                                       monkeypatch):
+    """wmrl.anchor_mode=replay: an anchor group is imagined like the others, and its action sequences are replayed in
+    the simulator from the same seeded resets. The group trains on its imagined steps, the calibrator pairs their
+    world-model scores with the replays' outcomes, and the real episodes (world-model data, videos) played exactly
+    those actions."""
+    from vla_wmrl.correction import RewardCorrector
+
+    tmp, _ = debug_run
+    seen, real_process = [], RewardCorrector.process
+
+    def spy(self, pred, real, anchors, **kw):
+        seen.append((np.array(pred), np.array(real), np.array(anchors)))
+        return real_process(self, pred, real, anchors, **kw)
+
+    collected, real_collect = [], train.WMRLTrainer.collect_groups
+
+    def collect_spy(self, seeds, anchors):
+        out = real_collect(self, seeds, anchors)
+        collected.append(out)
+        return out
+
+    monkeypatch.setattr(RewardCorrector, "process", spy)
+    monkeypatch.setattr(train.WMRLTrainer, "collect_groups", collect_spy)
+    summary = train.run(_cfg(tmp, "wmrl.anchor_mode=replay", "wmrl.updates=1"), tmp_path / "replay")
+    assert summary["updates"] == 1 and summary["real_env_steps"] > 0
+    assert len(collected) == 2  # the warm-up (every group an anchor) and one update
+    for (groups, checks, real, _), (pred, real_scores, anchors) in zip(collected, seen):
+        anchor_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
+        assert len(real) == len(anchor_rollouts) > 0
+        for im, rr in zip(anchor_rollouts, real):
+            assert not im.frames_imagined  # the trained-on anchor rollout is the imagined one ...
+            np.testing.assert_array_equal(rr.action[:im.length], im.action)  # ... and the simulator played its actions
+            assert rr.frames_imagined  # the real replay carries its imagination for the side-by-side videos
+        assert np.isfinite(real_scores[anchors]).all()
+        # the calibrator's predictions are the imagined rollouts' scores; the anchor group is its own check
+        np.testing.assert_array_equal(pred[anchors].ravel(), [r.pred_score for r in anchor_rollouts])
+        assert [c for c in checks if c] == [g for g, a in zip(groups, anchors) if a]
+    with pytest.raises(ValueError, match="anchor_mode=replay needs.*imagine_from=reset"):
+        train.run(_cfg(tmp, "wmrl.anchor_mode=replay", "wmrl.imagine_from=real"), tmp_path / "bad")
+    with pytest.raises(ValueError, match="valid: \\['closed_loop', 'replay'\\]"):
+        train.run(_cfg(tmp, "wmrl.anchor_mode=open_loop"), tmp_path / "bad2")

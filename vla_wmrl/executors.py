@@ -74,6 +74,26 @@ class SimExecutor:
 
         return list(run_episodes(self.envs, adapter, seeds))
 
+    def replay(self, sequences: list[np.ndarray], seeds: list[int]) -> list[Episode]:
+        """Play fixed action sequences open-loop from seeded resets, one episode per (sequence, seed), returned in
+        the order given. The scene is deterministic, so this is the true outcome of those actions from that start
+        state (e.g. of action sequences imagined in the world model). A sequence shorter than the episode holds its
+        last action."""
+        from vla_wmrl.rollout import ReplayPolicy
+
+        if len(sequences) != len(seeds):
+            raise ValueError(f"replay: {len(sequences)} action sequences for {len(seeds)} seeds")
+        pending: dict[int, list[Episode]] = {}  # seed -> finished episodes, matched back by the actions they played
+        for ep in self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds):
+            pending.setdefault(ep.seed, []).append(ep)
+
+        def played(ep: Episode, q: np.ndarray) -> bool:
+            m = min(ep.length, len(q))
+            return np.array_equal(np.stack([f["action"] for f in ep.frames[:m]]), np.asarray(q[:m], np.float32))
+
+        return [pending[s].pop(next(i for i, ep in enumerate(pending[s]) if played(ep, q)))
+                for q, s in zip(sequences, seeds)]
+
     def evaluate(self, policy, episodes: int, seed: int) -> dict:
         """Success rate of the deterministic policy over ``episodes`` seeded episodes (reusing the workers)."""
         from vla_wmrl.eval import evaluate

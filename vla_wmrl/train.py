@@ -45,6 +45,7 @@ from vla_wmrl.stages import run_stage
 
 log = logging.getLogger(__name__)
 MODES = ("wmrl", "sim", "wm")
+ANCHOR_MODES = ("closed_loop", "replay")
 IMAGINE_FROM = ("reset", "real")
 RECENT_REAL = 256  # real rollouts kept for world-model fine-tuning
 POLICY_DATA_SEED = 900_000  # start-state seeds of the behaviour-cloned policy's recorded rollouts (pipeline stage)
@@ -95,6 +96,13 @@ class WMRLConfig:
                                      # GRPO update, so the real steps they cost train the policy too
     max_minutes: float | None = None  # RL wall-clock budget (warm-up included, evaluation excluded): no update starts
                                       # that would end past it at the slowest recent update's pace (None = off)
+    anchor_mode: str = "closed_loop"  # closed_loop: anchor groups are the policy acting in the simulator, paired with
+                                      # the world model's open-loop replay of them | replay: anchor groups are
+                                      # imagined like the others and their action sequences replayed in the
+                                      # simulator, so the calibrator's (score, outcome) pairs come from imagined
+                                      # rollouts, the distribution its map is applied to (docs/rl_benchmark.md)
+    replay_slack: int = 5            # replay: steps past an imagined rollout's end its replay may take to succeed
+                                     # (the world model may end a rollout a few steps before the simulator would)
     check_imagination: bool = True   # also imagine the anchor groups' start states (closed loop, not trained on):
                                      # the corrector's imagination gap (correction.gap_tolerance) compares them with
                                      # the real outcomes and turns the imagined stream down when it over-promises
@@ -221,6 +229,20 @@ class WMRLTrainer:
             raise ValueError(f"unknown wmrl.score {cfg.score!r}; valid: {list(SCORES)}")
         if cfg.imagine_from not in IMAGINE_FROM:
             raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
+        if cfg.anchor_mode not in ANCHOR_MODES:
+            raise ValueError(f"unknown wmrl.anchor_mode {cfg.anchor_mode!r}; valid: {list(ANCHOR_MODES)}")
+        self.replay_anchors = cfg.anchor_mode == "replay" and cfg.mode == "wmrl"
+        if self.replay_anchors:
+            problems = [p for p, bad in (
+                (f"a simulator (replaying actions reproduces a trajectory only from an identical, seeded start state; "
+                 f"got {executor.name})", executor.kind != "sim"),
+                ("a world model", world_model is None),
+                (f"wmrl.imagine_from=reset (got {cfg.imagine_from})", cfg.imagine_from != "reset"),
+                (f"imagined rollouts as long as real ones (wmrl.imagine_horizon={cfg.imagine_horizon}, "
+                 f"horizon={cfg.horizon})", (cfg.imagine_horizon or cfg.horizon) != cfg.horizon)) if bad]
+            if problems:
+                raise ValueError("wmrl.anchor_mode=replay needs " + "; ".join(problems) +
+                                 "; use wmrl.anchor_mode=closed_loop")
         self.adapter = RolloutAdapter(policy)
         self.update_threads = cfg.update_thread_count()  # GRPO and world-model fine-tunes
         self.rng = np.random.default_rng(seed)
@@ -235,26 +257,40 @@ class WMRLTrainer:
 
     # ------------------------------------------------------------------------------------------------------------
     def collect_groups(self, seeds: list[int], anchors: np.ndarray
-                       ) -> tuple[list[list[Rollout]], list[list[Rollout]] | None, dict]:
+                       ) -> tuple[list[list[Rollout]], list[list[Rollout]] | None, list[Rollout], dict]:
         """Imagine the non-anchor groups while the anchor groups run in the simulator workers, concurrently.
 
-        Returns (groups, checks, metrics). With ``check_imagination`` (a world model, ``imagine_from=reset`` and the
-        full horizon), the anchor groups' start states are imagined closed-loop as well: ``checks[i]`` holds those
-        rollouts for anchor group ``i`` (None for the others); the corrector compares them with the real outcomes,
-        and nothing trains on them."""
+        Returns (groups, checks, real, metrics); ``real`` holds the rollouts executed for real. With
+        ``check_imagination`` (a world model, ``imagine_from=reset`` and the full horizon), the anchor groups' start
+        states are imagined closed-loop as well: ``checks[i]`` holds those rollouts for anchor group ``i`` (None for
+        the others); the corrector compares them with the real outcomes, and nothing trains on them.
+
+        With ``anchor_mode=replay`` an anchor group is imagined first, like the others, and its action sequences are
+        then replayed in the simulator (while the other groups are imagined): the group trains on its imagined
+        steps with the replays' real outcomes, its world-model scores are the calibrator's predictions, and it is
+        its own imagination check."""
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
         real_seeds = [s for s, a in zip(seeds, anchors) if a]
         train_seeds = [s for s, a in zip(seeds, anchors) if not a]
+        replay = self.replay_anchors and bool(real_seeds)
         # Only like for like: imagined from the same seeded reset and for as many steps as the real rollouts.
         check = (self.imagined is not None and cfg.check_imagination and bool(real_seeds)
                  and cfg.imagine_from == "reset" and (cfg.imagine_horizon or cfg.horizon) == cfg.horizon)
-        imag_seeds = train_seeds + (real_seeds if check else [])
+        imag_seeds = train_seeds + (real_seeds if check and not replay else [])
+        real_group_seeds = [s for s in real_seeds for _ in range(G)]
+        replayed = []
+        if replay:
+            replayed = imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G),
+                               cfg.horizon, score=cfg.score)
 
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
 
-            episodes = self.executor.run(RolloutAdapter(self.policy), [s for s in real_seeds for _ in range(G)])
+            if replay:
+                episodes = self.executor.replay([r.action for r in replayed], real_group_seeds)
+            else:
+                episodes = self.executor.run(RolloutAdapter(self.policy), real_group_seeds)
             return episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:
@@ -267,12 +303,21 @@ class WMRLTrainer:
             imag_s = time.perf_counter() - t0
             episodes, real_s = future.result() if future else ([], 0.0)
         imagined, checked = imagined[:len(train_seeds) * G], imagined[len(train_seeds) * G:]
-        by_seed = {s: [] for s in real_seeds}
-        for ep in episodes:
-            by_seed[ep.seed].append(from_episode(ep, self.image_keys))
-        real = [r for s in real_seeds for r in by_seed[s]]
-        if self.imagined is not None:
-            score_in_world_model(self.imagined, real, self.cfg.score)  # (predicted, real) pairs for the calibrator
+        if replay:  # episodes come back in the order of the sequences
+            real = [from_episode(ep, self.image_keys) for ep in episodes]
+            for r, ep, im in zip(real, episodes, replayed):
+                im.real_success = float(any(f["next.success"] for f in ep.frames[:im.length + cfg.replay_slack]))
+                first = next(iter(im.images))
+                r.frames_imagined = list(im.images[first][1:])  # videos: the replay beside its imagination
+            by_seed = {s: replayed[j * G:(j + 1) * G] for j, s in enumerate(real_seeds)}
+            checked = replayed if check else []
+        else:
+            by_seed = {s: [] for s in real_seeds}
+            for ep in episodes:
+                by_seed[ep.seed].append(from_episode(ep, self.image_keys))
+            real = [r for s in real_seeds for r in by_seed[s]]
+            if self.imagined is not None:
+                score_in_world_model(self.imagined, real, self.cfg.score)  # (predicted, real) pairs for the calibrator
         groups, checks, it_i, it_r = [], [], iter(range(0, len(imagined), G)), iter(range(len(real_seeds)))
         for a in anchors:
             if a:
@@ -283,9 +328,9 @@ class WMRLTrainer:
                 i = next(it_i)
                 groups.append(imagined[i:i + G])
                 checks.append(None)
-        n_imag_steps = sum(r.length for r in imagined) + sum(r.length for r in checked)
+        n_imag_steps = sum(r.length for r in imagined + (replayed if replay else checked))
         n_real_steps = sum(r.length for r in real)
-        return groups, (checks if check else None), {
+        return groups, (checks if check else None), real, {
             "imagined_steps": n_imag_steps, "real_steps": n_real_steps,
             "imagined_steps_per_s": n_imag_steps / max(imag_s, 1e-9) if n_imag_steps else 0.0,
             "real_steps_per_s": n_real_steps / max(real_s, 1e-9) if real else 0.0,
@@ -312,7 +357,7 @@ class WMRLTrainer:
             anchors = self.corrector.select_anchors(cfg.groups, self.rng)
             if self.corrector.imagination_trust == 0.0:  # imagined groups would be dropped: run the anchors alone
                 seeds, anchors = [s for s, a in zip(seeds, anchors) if a], anchors[anchors]
-        groups, checks, metrics = self.collect_groups(seeds, anchors)
+        groups, checks, real_rollouts, metrics = self.collect_groups(seeds, anchors)
         pred, var, real = _group_scores(groups)
         graded = np.isfinite(pred) | anchors[:, None]
         pred = np.where(np.isfinite(pred), pred, 0.0)  # sim mode has no world model: only real scores count
@@ -321,7 +366,6 @@ class WMRLTrainer:
                                      graded=graded, lengths=np.array([[r.length for r in g] for g in groups]),
                                      anchor_imagined=check)
         algo_metrics = self._policy_update(groups, out)
-        real_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
         self._remember_real(real_rollouts)
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
         self.real_steps += metrics["real_steps"]
@@ -375,14 +419,15 @@ class WMRLTrainer:
             return {}
         seeds = [self.WARMUP_SEED + self.seed * 1_000_000 + g for g in range(cfg.warmup_groups)]
         anchors = np.ones(cfg.warmup_groups, bool)
-        groups, checks, collected = self.collect_groups(seeds, anchors)  # every group real, replayed in the WM
+        groups, checks, real_rollouts, collected = self.collect_groups(seeds, anchors)  # every group an anchor
         pred, var, real = _group_scores(groups)
         out = self.corrector.process(pred, real, anchors, pred_var=var,
                                      anchor_imagined=_check_scores(checks, pred.shape))
         metrics = {}
         if cfg.warmup_train:
             metrics.update({f"warmup_algo/{k}": v for k, v in self._policy_update(groups, out).items()})
-        self._remember_real([r for g in groups for r in g])
+        self._remember_real(real_rollouts)
+        self.last_anchor_rollouts = real_rollouts
         self.real_steps += collected["real_steps"]
         if cfg.warmup_wm_steps:
             metrics.update(self.finetune_world_model(cfg.warmup_wm_steps))
