@@ -11,8 +11,9 @@ Prints, per arm, each seed's success at every evaluation and the mean and standa
 directory is reported over the seeds that have it.
 
 ``--heldout-episodes N`` also evaluates every run's final policy (``runs/<arm>/policy``) and the base policy they
-started from on N held-out seeds (``--heldout-seed``, default 300000: disjoint from the trainer's evaluation (100000+), training and warm-up seeds
-and the datasets'), deterministically, and reports those gains; the trainer's own 40-episode evaluations
+started from on N held-out seeds (``--heldout-seed``, default 300000: disjoint from the trainer's evaluation
+(100000+), training and warm-up seeds and the datasets'), deterministically, and reports those gains; the trainer's
+own 40-episode evaluations
 carry a ~0.08 standard error. Results are cached per directory in ``heldout_eval.json``. ``--paired A B`` adds the
 per-seed difference of A's and B's held-out final success, and, where a directory holds the ``sim`` arm, the table
 shows whether each arm's held-out final reached simulator RL's and at what fraction of its RL wall-clock.

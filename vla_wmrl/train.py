@@ -305,9 +305,9 @@ class WMRLTrainer:
         imagined, checked = imagined[:len(train_seeds) * G], imagined[len(train_seeds) * G:]
         if replay:  # episodes come back in the order of the sequences
             real = [from_episode(ep, self.image_keys) for ep in episodes]
+            first = self.image_keys[0]
             for r, ep, im in zip(real, episodes, replayed):
                 im.real_success = float(any(f["next.success"] for f in ep.frames[:im.length + cfg.replay_slack]))
-                first = next(iter(im.images))
                 r.frames_imagined = list(im.images[first][1:])  # videos: the replay beside its imagination
             by_seed = {s: replayed[j * G:(j + 1) * G] for j, s in enumerate(real_seeds)}
             checked = replayed if check else []
