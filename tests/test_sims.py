@@ -181,6 +181,32 @@ def test_run_episodes_refills_only_as_many_workers_as_seeds_remain():
     assert sorted(e.seed for e in eps) == [1, 2, 3] and all(e.length == 3 for e in eps)
 
 
+def test_max_steps_ends_episodes_early_in_workers_that_keep_their_own_horizon():
+    """One set of workers serves WMRL's short training rollouts and the task-length evaluation."""
+    from vla_wmrl.rollout import run_episodes
+
+    class Still:
+        def act(self, obs, info):
+            return np.zeros((len(obs["task"]), 2), np.float32)
+
+        def reset(self, mask):
+            pass
+
+    envs = sims.make_vector_env("mujoco_reach", 2, horizon=9)
+    try:
+        one = list(run_episodes(envs, Still(), seeds=[7], max_steps=4))  # fresh workers, fewer seeds than workers
+        short = list(run_episodes(envs, Still(), seeds=[1, 2, 3], max_steps=4))
+        full = list(run_episodes(envs, Still(), seeds=[1, 2, 3]))
+    finally:
+        envs.close()
+    assert [(e.seed, e.length) for e in one] == [(7, 4)]
+    assert [e.length for e in short] == [4, 4, 4] and all(e.frames[-1]["next.done"] for e in short)
+    assert not any(f["next.done"] for e in short for f in e.frames[:-1])
+    assert [e.length for e in full] == [9, 9, 9]
+    for a, b in zip(sorted(short, key=lambda e: e.seed), sorted(full, key=lambda e: e.seed)):  # same start, same path
+        np.testing.assert_array_equal(a.frames[3]["observation.state"], b.frames[3]["observation.state"])
+
+
 @pytest.mark.parametrize("name", ROBOSUITE)
 def test_separately_built_envs_simulate_the_same_episode(name):
     """robosuite draws object sizes once per construction (Lift's cube edge in [0.020, 0.022] m); two workers or two

@@ -57,10 +57,11 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int, scale: int = 4) 
 def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int = 100000,
              deterministic: bool = True, videos: int = 0, video_dir: str | Path | None = None,
              task: str | None = None, env_kwargs: dict | None = None, asynchronous: bool = True,
-             progress: bool = True, envs=None) -> dict:
+             progress: bool = True, envs=None, max_steps: int | None = None) -> dict:
     """Run ``episodes`` seeded episodes of ``policy`` and return the summary figures.
 
     ``envs``: an open vector env of this sim to run in (kept open) instead of starting new worker processes.
+    ``max_steps``: episodes end after this many steps (None: the environment's horizon, the task's by default).
     ``asynchronous=False`` needs ``num_envs=1``: ``run_episodes`` keeps stepping a worker whose episode ended while
     others run, which gymnasium's SyncVectorEnv (autoreset disabled) rejects; the async env tolerates it.
 
@@ -86,7 +87,7 @@ def evaluate(policy, sim: SimConfig, episodes: int, num_envs: int = 2, seed: int
         adapter = RolloutAdapter(policy, deterministic=deterministic, task_override=task)
         seeds = [seed + k for k in range(episodes)]
         with tqdm(total=episodes, desc=f"eval {sim.name}", unit="ep", disable=not progress) as bar:
-            for ep in run_episodes(envs, adapter, seeds):
+            for ep in run_episodes(envs, adapter, seeds, max_steps=max_steps):
                 results.append({"seed": ep.seed, "success": ep.success, "length": ep.length, "return": ep.ret,
                                 "unstable": ep.unstable, "task": ep.frames[0]["task"]})
                 if video_dir is not None and ep.seed - seed < videos:

@@ -45,15 +45,17 @@ class RobotRunConfig:
 
 class SimExecutor:
     """Real episodes in a registered simulator: ``num_envs`` worker processes plus one in-process env for start
-    frames. Episodes are truncated at ``horizon``."""
+    frames. Training episodes are truncated at ``horizon``, evaluation episodes at ``eval_horizon`` (None: the
+    same), both in the same workers."""
 
     kind = "sim"
 
-    def __init__(self, sim, horizon: int, num_envs: int = 2):
+    def __init__(self, sim, horizon: int, num_envs: int = 2, eval_horizon: int | None = None):
         import sims
 
         self.sim, self.name, self.fps = sim, f"sim {sim.name}", sim.fps
-        kwargs = {**sim.env_kwargs(), "horizon": horizon}
+        self.horizon, self.eval_horizon = horizon, eval_horizon or horizon
+        kwargs = {**sim.env_kwargs(), "horizon": max(self.horizon, self.eval_horizon)}
         self.envs = sims.make_vector_env(sim.name, num_envs, **kwargs)
         self.start_env = sims.make_env(sim.name, **kwargs)
         self.observation_space = self.envs.single_observation_space
@@ -72,7 +74,7 @@ class SimExecutor:
         """One episode per seed (repeat a seed for a group), over the worker processes."""
         from vla_wmrl.rollout import run_episodes
 
-        return list(run_episodes(self.envs, adapter, seeds))
+        return list(run_episodes(self.envs, adapter, seeds, max_steps=self.horizon))
 
     def replay(self, sequences: list[np.ndarray], seeds: list[int]) -> list[Episode]:
         """Play fixed action sequences open-loop from seeded resets, one episode per (sequence, seed), returned in
@@ -95,10 +97,12 @@ class SimExecutor:
                 for q, s in zip(sequences, seeds)]
 
     def evaluate(self, policy, episodes: int, seed: int) -> dict:
-        """Success rate of the deterministic policy over ``episodes`` seeded episodes (reusing the workers)."""
+        """Success rate of the deterministic policy over ``episodes`` seeded episodes of ``eval_horizon`` steps
+        (reusing the workers)."""
         from vla_wmrl.eval import evaluate
 
-        return evaluate(policy, self.sim, episodes, seed=seed, deterministic=True, envs=self.envs, progress=False)
+        return evaluate(policy, self.sim, episodes, seed=seed, deterministic=True, envs=self.envs, progress=False,
+                        max_steps=self.eval_horizon)
 
     def close(self) -> None:
         self.envs.close()

@@ -47,13 +47,15 @@ def index_batch(tree, i: int):
     return tree[i]
 
 
-def run_episodes(envs, policy: RolloutPolicy, seeds: list[int]) -> Iterator[Episode]:
+def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int | None = None) -> Iterator[Episode]:
     """Run one episode per seed over ``envs`` (autoreset disabled) and yield each as it finishes.
 
     Args:
         envs: a gymnasium vector env made by :func:`sims.make_vector_env`.
         policy: batched policy (see :class:`RolloutPolicy`).
         seeds: one reset seed per episode; episodes run ``num_envs`` at a time.
+        max_steps: end an episode after this many steps, as if the environment's horizon were this (None: the
+            environment's own horizon). One set of workers then serves several horizons.
 
     Yields:
         Finished :class:`Episode` objects, in completion order.
@@ -62,15 +64,18 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int]) -> Iterator[Epis
     slots: list[Episode | None] = [None] * n
 
     def start(mask: np.ndarray, obs=None, info=None):
-        seed_list = [None] * n
+        seed_list, started = [None] * n, np.zeros(n, bool)
         for i in np.flatnonzero(mask):
-            slots[i] = Episode(seed=int(queue.pop(0)))
-            seed_list[i] = slots[i].seed
+            if queue:  # else an idle worker: reset, stepped along, never recorded, unknown to the policy
+                slots[i] = Episode(seed=int(queue.pop(0)))
+                seed_list[i], started[i] = slots[i].seed, True
         new_obs, new_info = envs.reset(seed=seed_list, options={"reset_mask": mask})
-        policy.reset(mask)
+        policy.reset(started)
         return new_obs, new_info
 
-    obs, info = start(np.arange(n) < min(n, len(queue)))
+    # Every worker starts from a reset, idle ones too: a vector env whose workers were never reset fails a partial
+    # reset (fewer seeds than workers on fresh workers, e.g. a 1-episode evaluation in the trainer's two workers).
+    obs, info = start(np.ones(n, bool))
     while any(s is not None for s in slots):
         actions = np.asarray(policy.act(obs, info), dtype=np.float32)
         next_obs, reward, terminated, truncated, next_info = envs.step(actions)
@@ -80,10 +85,11 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int]) -> Iterator[Epis
             if ep is None:
                 continue
             frame = index_batch(obs, i)
-            frame.update({"action": actions[i], "next.reward": float(reward[i]), "next.done": bool(done[i]),
+            end = bool(done[i]) or (max_steps is not None and ep.length + 1 >= max_steps)
+            frame.update({"action": actions[i], "next.reward": float(reward[i]), "next.done": end,
                           "next.success": bool(next_info["is_success"][i])})
             ep.frames.append(frame)
-            if done[i]:
+            if end:
                 ep.success = bool(next_info["is_success"][i])
                 ep.unstable = bool(next_info["sim_unstable"][i])
                 slots[i] = None

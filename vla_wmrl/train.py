@@ -85,6 +85,8 @@ class WMRLConfig:
     num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
     eval_every: int = 5              # updates between real-simulator evaluations (0 = only at the end)
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
+    eval_horizon: int | None = None  # steps per evaluation episode (None = the task's, sim.horizon, as in
+                                     # `python -m vla_wmrl.eval`; training rollouts stay at ``horizon``)
     wm_finetune_every: int = 0       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
     wm_finetune_lr: float = 1e-4    # 3e-4 wiped out the success predictions on Lift (docs/world_models.md)
@@ -271,6 +273,13 @@ class WMRLTrainer:
         its own imagination check."""
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
+        # Real and imagined rollouts sample concurrently (two threads): each draws its action noise from its own
+        # generator, seeded by this call's first start state (unique per run seed, update and warm-up), so a run
+        # repeats exactly, resumed or not; torch's global generator would interleave the two threads' draws.
+        self.adapter.generator = torch.Generator().manual_seed(2 * seeds[0])
+        real_adapter_gen = torch.Generator().manual_seed(2 * seeds[0] + 1)
+        if self.imagined is not None:  # the world model's own sampling noise (diffusion), likewise
+            self.imagined.generator.manual_seed(2 * seeds[0])
         real_seeds = [s for s, a in zip(seeds, anchors) if a]
         train_seeds = [s for s, a in zip(seeds, anchors) if not a]
         replay = self.replay_anchors and bool(real_seeds)
@@ -290,7 +299,8 @@ class WMRLTrainer:
             if replay:
                 episodes = self.executor.replay([r.action for r in replayed], real_group_seeds)
             else:
-                episodes = self.executor.run(RolloutAdapter(self.policy), real_group_seeds)
+                episodes = self.executor.run(RolloutAdapter(self.policy, generator=real_adapter_gen),
+                                             real_group_seeds)
             return episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:
@@ -661,7 +671,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
 
     policy = load_policy(policy_path, device="cpu")
     if sim is not None:
-        executor = SimExecutor(sim, wcfg.horizon, wcfg.num_envs)
+        executor = SimExecutor(sim, wcfg.horizon, wcfg.num_envs, eval_horizon=wcfg.eval_horizon or sim.horizon)
     else:
         executor = RobotExecutor(str(dataset), OmegaConf.to_container(robot_cfg, resolve=True) if robot_cfg else None,
                                  wcfg.horizon, robot_run, record_root=run_dir / "robot_episodes")
@@ -719,6 +729,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                    "pipeline_seconds": pipeline_seconds, "total_seconds": time.perf_counter() - t_start,
                    "history": trainer.history, "policy_path": str(run_dir / "policy"), "sft_policy": str(policy_path),
                    "world_model": str(wm_path) if wm_path else None, "eval_episodes": wcfg.eval_episodes,
+                   "eval_horizon": getattr(executor, "eval_horizon", wcfg.horizon),
                    "correction_stats": trainer.corrector.stats()}
     finally:
         writer.close()

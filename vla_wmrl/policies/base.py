@@ -28,8 +28,10 @@ class StochasticPolicy(abc.ABC):
     """
 
     @abc.abstractmethod
-    def select_action(self, batch: dict, deterministic: bool = False) -> torch.Tensor:
-        """Actions (B, A) for a batch of observations: sampled, or the distribution's central action."""
+    def select_action(self, batch: dict, deterministic: bool = False,
+                      generator: torch.Generator | None = None) -> torch.Tensor:
+        """Actions (B, A) for a batch of observations: sampled (noise from ``generator``, or torch's global one),
+        or the distribution's central action."""
 
     @abc.abstractmethod
     def log_prob(self, batch: dict, actions: torch.Tensor) -> torch.Tensor:
@@ -151,10 +153,14 @@ class RolloutAdapter:
         policy: a policy implementing :class:`StochasticPolicy` (and LeRobot's ``reset``).
         deterministic: take the central action instead of sampling.
         task_override: replace every observation's instruction by this one (to probe language use).
+        generator: draw the sampled actions' noise from this generator instead of torch's global one (two adapters
+            acting concurrently, in threads, then stay reproducible).
     """
 
-    def __init__(self, policy, deterministic: bool = False, task_override: str | None = None):
+    def __init__(self, policy, deterministic: bool = False, task_override: str | None = None,
+                 generator: torch.Generator | None = None):
         self.policy, self.deterministic, self.task_override = policy, deterministic, task_override
+        self.generator = generator
         self.device = next(policy.parameters()).device
 
     def reset(self, mask: np.ndarray) -> None:
@@ -166,7 +172,8 @@ class RolloutAdapter:
         batch = obs_to_batch(obs, self.policy.config.input_features, self.device)
         if self.task_override is not None:
             batch[TASK] = [self.task_override] * len(batch[TASK])
-        return self.policy.select_action(batch, deterministic=self.deterministic).cpu().numpy()
+        kwargs = {} if self.generator is None else {"generator": self.generator}
+        return self.policy.select_action(batch, deterministic=self.deterministic, **kwargs).cpu().numpy()
 
 
 def set_exploration_std(policy, std: float) -> None:
