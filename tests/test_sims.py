@@ -162,16 +162,19 @@ def test_vector_env_runs_seeded_episodes():
     np.testing.assert_array_equal(obs["observation.state"], ep11.frames[0]["observation.state"])
 
 
+class Still:
+    """A rollout policy that never moves (mujoco_reach's 2-D actions): episodes run to the horizon."""
+
+    def act(self, obs, info):
+        return np.zeros((len(obs["task"]), 2), np.float32)
+
+    def reset(self, mask):
+        pass
+
+
 def test_run_episodes_refills_only_as_many_workers_as_seeds_remain():
     """Both workers end on the same step (fixed horizon) with one seed left: one refill, no crash."""
     from vla_wmrl.rollout import run_episodes
-
-    class Still:
-        def act(self, obs, info):
-            return np.zeros((len(obs["task"]), 2), np.float32)
-
-        def reset(self, mask):
-            pass
 
     envs = sims.make_vector_env("mujoco_reach", 2, horizon=3)
     try:
@@ -184,13 +187,6 @@ def test_run_episodes_refills_only_as_many_workers_as_seeds_remain():
 def test_max_steps_ends_episodes_early_in_workers_that_keep_their_own_horizon():
     """One set of workers serves WMRL's short training rollouts and the task-length evaluation."""
     from vla_wmrl.rollout import run_episodes
-
-    class Still:
-        def act(self, obs, info):
-            return np.zeros((len(obs["task"]), 2), np.float32)
-
-        def reset(self, mask):
-            pass
 
     envs = sims.make_vector_env("mujoco_reach", 2, horizon=9)
     try:
