@@ -239,6 +239,38 @@ def test_rollout_adapter_drives_run_episodes(reach_frames):
     assert all(np.abs(f["action"]).max() <= 1.0 for e in eps for f in e.frames)
 
 
+def test_rollout_adapter_samples_from_its_own_generator(reach_frames):
+    """WMRL samples real groups in the simulator thread while the main thread imagines: an adapter given its own
+    generator draws the same actions whatever else drew from torch's global generator in between."""
+    import sims
+
+    _, meta = reach_frames
+    policy = make_policy(make_policy_config("tiny_vla", device="cpu", **SMALL), meta)
+    envs = sims.make_vector_env("mujoco_reach", 2, asynchronous=False, horizon=5)
+    try:
+        obs, info = envs.reset(seed=[1, 2])
+    finally:
+        envs.close()
+
+    def actions(adapter, interleave: bool) -> np.ndarray:
+        out = []
+        for _ in range(3):
+            if interleave:
+                torch.randn(7)  # another thread's draw from the global generator
+            out.append(adapter.act(obs, info))
+        return np.stack(out)
+
+    def own(seed):
+        return RolloutAdapter(policy, generator=torch.Generator().manual_seed(seed))
+
+    np.testing.assert_array_equal(actions(own(5), False), actions(own(5), True))
+    assert not np.array_equal(actions(own(5), False), actions(own(6), False))  # sampled, not the mean
+    torch.manual_seed(0)
+    plain = actions(RolloutAdapter(policy), False)
+    torch.manual_seed(0)
+    assert not np.array_equal(plain, actions(RolloutAdapter(policy), True))  # the global generator: it depends
+
+
 def test_collect_records_a_saved_policys_own_actions(reach_frames, tmp_path):
     """collect policy_path=...: the dataset holds the policy's rollouts; with a tiny exploration std each recorded
     action is the policy's deterministic action on the recorded observation."""

@@ -147,25 +147,6 @@ def test_warmup_trains_the_policy_and_the_rl_budget_stops_updates(debug_run, tmp
     assert any(not (a[k] == b[k]).all() for k in a), "the warm-up update did not change the policy"
 
 
-def test_a_run_repeats_exactly_with_the_same_seed(debug_run, tmp_path):
-    """Real and imagined rollouts sample actions in two threads at once (warm-up: the real group and its imagined
-    check; update: anchor and imagined groups); each draws from its own seeded generator, so two runs of one
-    configuration sample the same actions and here train the same policy bit for bit (with torch's global generator
-    they did not)."""
-    from safetensors.torch import load_file
-
-    tmp, _ = debug_run
-    runs = [train.run(_cfg(tmp, "wmrl.updates=1", "wmrl.eval_episodes=1"), tmp_path / name) for name in "ab"]
-    a, b = (load_file(str(tmp_path / name / "policy" / "model.safetensors")) for name in "ab")
-    base = load_file(str(Path(runs[0]["sft_policy"]) / "model.safetensors"))
-    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
-    assert any(not (a[k] == base[k]).all() for k in base), "RL did not change the policy: the check is vacuous"
-    # The world model's scores agree to float rounding only (~1e-6 here): its inference runs beside the simulator
-    # thread's policy inference, and CPU kernels need not sum in the same order.
-    sa, sb = (r["correction_stats"] for r in runs)
-    assert sa.keys() == sb.keys() and all(np.isclose(sa[k], sb[k], rtol=1e-4, atol=1e-6, equal_nan=True) for k in sa)
-
-
 def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():
     from vla_wmrl.imagination import _pick
 
