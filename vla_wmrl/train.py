@@ -274,8 +274,8 @@ class WMRLTrainer:
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
         # Real and imagined rollouts sample concurrently (two threads): each draws its action noise from its own
-        # generator, seeded by this call's first start state (unique per run seed, update and warm-up), so a run
-        # repeats exactly, resumed or not; torch's global generator would interleave the two threads' draws.
+        # generator, seeded by this call's first start state (unique per run seed, update and warm-up), instead of
+        # interleaving draws from torch's global one. Runs still differ at float level (docs/rl_benchmark.md).
         self.adapter.generator = torch.Generator().manual_seed(2 * seeds[0])
         real_adapter_gen = torch.Generator().manual_seed(2 * seeds[0] + 1)
         if self.imagined is not None:  # the world model's own sampling noise (diffusion), likewise

@@ -153,8 +153,8 @@ class RolloutAdapter:
         policy: a policy implementing :class:`StochasticPolicy` (and LeRobot's ``reset``).
         deterministic: take the central action instead of sampling.
         task_override: replace every observation's instruction by this one (to probe language use).
-        generator: draw the sampled actions' noise from this generator instead of torch's global one (two adapters
-            acting concurrently, in threads, then stay reproducible).
+        generator: draw the sampled actions' noise from this generator instead of torch's global one (so two
+            adapters acting concurrently, in threads, do not consume each other's draws).
     """
 
     def __init__(self, policy, deterministic: bool = False, task_override: str | None = None,
@@ -172,8 +172,8 @@ class RolloutAdapter:
         batch = obs_to_batch(obs, self.policy.config.input_features, self.device)
         if self.task_override is not None:
             batch[TASK] = [self.task_override] * len(batch[TASK])
-        kwargs = {} if self.generator is None else {"generator": self.generator}
-        return self.policy.select_action(batch, deterministic=self.deterministic, **kwargs).cpu().numpy()
+        return self.policy.select_action(batch, deterministic=self.deterministic,
+                                         generator=self.generator).cpu().numpy()
 
 
 def set_exploration_std(policy, std: float) -> None:
