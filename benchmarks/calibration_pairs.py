@@ -3,9 +3,12 @@
 The calibrator's map is applied to the scores of rollouts *imagined* closed-loop in the world model. By default
 (``wmrl.anchor_mode=closed_loop``) it is fitted on pairs from *real* rollouts: the policy acts in the simulator and the
 world model replays those actions open-loop. With ``wmrl.anchor_mode=replay`` it is fitted on imagined rollouts whose
-action sequences were replayed in the simulator, i.e. on the distribution it corrects.
+action sequences were replayed in the simulator, i.e. on the distribution it corrects. With
+``correction.calibration_pairs=matched`` (closed-loop anchors) it is fitted on the imagination check's scores (rollouts
+imagined from the anchor groups' start states) matched by rank to the anchor groups' real outcomes: the right
+distribution, with no replay and no extra real rollouts.
 
-This script compares the two on the per-rollout data of ``benchmarks/imagination_fidelity.py`` (its ``real`` and
+This script compares the three on the per-rollout data of ``benchmarks/imagination_fidelity.py`` (its ``real`` and
 ``reset`` rows), without running anything: over random halvings of the start states, a calibrator
 (``vla_wmrl.correction``, the trainer's settings) is fitted on one half's pairs of either kind and applied to the other
 half's imagined scores. Reported against the imagined rollouts' true (replayed) outcomes: the squared error of the
@@ -19,6 +22,7 @@ only), beside the raw scores and a constant.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -33,11 +37,13 @@ from vla_wmrl.correction.advantages import group_advantages
 BINS = (0.0, 0.02, 0.1, 0.3, 0.6, 1.0001)
 
 
-def fit(scores: np.ndarray, outcomes: np.ndarray, cfg: CorrectionConfig) -> RewardCorrector:
-    """A corrector whose calibrator has seen each (K, G) group as an anchor group, in order."""
+def fit(scores: np.ndarray, outcomes: np.ndarray, cfg: CorrectionConfig, imagined: np.ndarray | None = None
+        ) -> RewardCorrector:
+    """A corrector whose calibrator has seen each (K, G) group as an anchor group, in order (with ``imagined``: the
+    group's imagination-check scores too, which ``calibration_pairs='matched'`` pairs with the outcomes by rank)."""
     corr = RewardCorrector(cfg)
-    for s, o in zip(scores, outcomes):
-        corr.process(s[None], o[None], np.array([True]))
+    for k, (s, o) in enumerate(zip(scores, outcomes)):
+        corr.process(s[None], o[None], np.array([True]), anchor_imagined=None if imagined is None else imagined[k][None])
     return corr
 
 
@@ -67,14 +73,17 @@ def main():
                            adv_scale="outcome")
     rng = np.random.default_rng(args.seed)
     K = len(imag_s)
+    matched = dataclasses.replace(cfg, calibration_pairs="matched")
     arms = ("constant (train-half mean outcome)", "raw world-model score", "calibrated: fit on real rollouts' replays",
-            "calibrated: fit on imagined rollouts' replays")
+            "calibrated: fit on imagined rollouts' replays",
+            "calibrated: imagined scores matched by rank to real rollouts' outcomes")
     results = {a: [] for a in arms}
     for _ in range(args.splits):
         perm = rng.permutation(K)
         train, test = perm[: K // 2], perm[K // 2:]
         maps = [lambda x, m=imag_o[train].mean(): np.full(x.shape, m), lambda x: x,
-                fit(real_s[train], real_o[train], cfg).calibrate, fit(imag_s[train], imag_o[train], cfg).calibrate]
+                fit(real_s[train], real_o[train], cfg).calibrate, fit(imag_s[train], imag_o[train], cfg).calibrate,
+                fit(real_s[train], real_o[train], matched, imag_s[train]).calibrate]
         for arm, f in zip(arms, maps):
             results[arm].append(errors(f(imag_s[test]), imag_o[test]))
 

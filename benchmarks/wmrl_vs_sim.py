@@ -38,6 +38,10 @@ ARMS = {  # arm -> trainer overrides
     # (benchmarks/calibration_pairs.py); same real steps per update.
     "wmrl_both_replay": ["wmrl.mode=wmrl", "correction=both", "wmrl.anchor_mode=replay"],
     "wmrl_debias_replay": ["wmrl.mode=wmrl", "correction=debias", "wmrl.anchor_mode=replay"],
+    # Closed-loop anchors; the calibrator learns from the imagination check's scores matched by rank to the anchor
+    # groups' real outcomes (the right distribution, no replay, no extra real steps).
+    "wmrl_both_matched": ["wmrl.mode=wmrl", "correction=both", "correction.calibration_pairs=matched"],
+    "wmrl_debias_matched": ["wmrl.mode=wmrl", "correction=debias", "correction.calibration_pairs=matched"],
 }
 
 

@@ -20,6 +20,7 @@ from vla_wmrl.correction import (
     normalised_disagreement,
     num_anchors,
     pool_adjacent_violators,
+    rank_matched_pairs,
     signal_variance,
     to_unit,
 )
@@ -556,3 +557,55 @@ def test_imagination_gap_switches_off_an_exploited_imagined_stream_and_only_with
         bad[0, :3] = 0.5
         on.process(rng.uniform(0, 1, (4, 8)), np.zeros((4, 8)), np.array([True, False, False, False]),
                    anchor_imagined=bad)
+
+
+def test_rank_matched_pairs_hand_values():
+    p, r = rank_matched_pairs(np.array([0.9, 0.1, 0.5, 0.3]), np.array([1.0, 0.0, 0.0, 1.0]))
+    np.testing.assert_array_equal(p, [0.1, 0.3, 0.5, 0.9])
+    np.testing.assert_array_equal(r, [0.0, 0.0, 1.0, 1.0])
+    # more imagined rollouts than real outcomes: the order statistics at quantiles 1/6, 3/6, 5/6 (2nd, 4th, 7th of 8)
+    p, r = rank_matched_pairs(np.arange(8) / 10.0, np.array([1.0, 0.0, 1.0]))
+    np.testing.assert_allclose(p, [0.1, 0.3, 0.6])
+    np.testing.assert_array_equal(r, [0.0, 1.0, 1.0])
+
+
+def _lift_like_step(rng, num_groups=1):
+    """A world model that judges real trajectories almost perfectly but over-promises on its own imagined rollouts
+    (the finding of benchmarks/calibration_pairs.py on Lift). Per start state, success probability q; returns the
+    world-model scores of real rollouts, their outcomes, and imagined rollouts' scores and true outcomes."""
+    q = rng.uniform(0.1, 0.7, (num_groups, 1))
+    real_o = (rng.uniform(size=(num_groups, 8)) < q).astype(float)
+    real_s = np.where(real_o > 0, rng.uniform(0.3, 1.0, real_o.shape), rng.uniform(0.0, 0.05, real_o.shape))
+    imag_o = (rng.uniform(size=(num_groups, 8)) < q).astype(float)
+    imag_s = np.clip(0.35 + 0.4 * imag_o + rng.normal(0, 0.1, imag_o.shape), 0, 1)
+    return real_s, real_o, imag_s, imag_o
+
+
+def test_matched_pairs_calibrate_imagined_scores_that_replayed_pairs_get_wrong():
+    rng = np.random.default_rng(0)
+    base = dict(min_pairs=64, refit_every=16, adv_scale="outcome")
+    rollout = RewardCorrector(CorrectionConfig(**base))
+    matched = RewardCorrector(CorrectionConfig(**base, calibration_pairs="matched"))
+    for _ in range(60):  # one anchor group per step, with its imagination check
+        real_s, real_o, imag_s, _ = _lift_like_step(rng)
+        for corr in (rollout, matched):
+            corr.process(real_s, real_o, np.array([True]), anchor_imagined=imag_s)
+    assert rollout.stats()["n_pairs"] == matched.stats()["n_pairs"] == 60 * 8
+    _, _, imag_s, imag_o = _lift_like_step(rng, 400)
+    mse = {name: float(((f(imag_s) - imag_o) ** 2).mean())
+           for name, f in (("raw", lambda x: x), ("rollout", rollout.calibrate), ("matched", matched.calibrate))}
+    # replayed real pairs send every imagined score above ~0.5 to ~0.9 (worse than raw); matched pairs learn the
+    # imagined scores' own success rates
+    assert mse["rollout"] > mse["raw"]
+    assert mse["matched"] < 0.8 * mse["raw"] and mse["matched"] < 0.7 * mse["rollout"], mse
+    # rows without an imagination check give the matched calibrator no pairs
+    real_s, real_o, _, _ = _lift_like_step(rng)
+    matched.process(real_s, real_o, np.array([True]))
+    assert matched.stats()["n_pairs_step"] == 0
+
+
+def test_calibration_pairs_config_errors():
+    with pytest.raises(ValueError, match="unknown calibration_pairs 'x'.*'rollout', 'matched'"):
+        CorrectionConfig(calibration_pairs="x")
+    with pytest.raises(ValueError, match="calibration_uncertainty"):
+        CorrectionConfig(calibration_pairs="matched", calibration_uncertainty=True)

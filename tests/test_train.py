@@ -268,3 +268,33 @@ def test_replay_anchors_pair_imagined_scores_with_the_simulated_outcome_of_their
         train.run(_cfg(tmp, "wmrl.anchor_mode=replay", "wmrl.imagine_from=real"), tmp_path / "bad")
     with pytest.raises(ValueError, match="valid: \\['closed_loop', 'replay'\\]"):
         train.run(_cfg(tmp, "wmrl.anchor_mode=open_loop"), tmp_path / "bad2")
+
+
+def test_matched_calibration_pairs_come_from_the_imagination_check(debug_run, tmp_path, monkeypatch):
+    """correction.calibration_pairs=matched: the calibrator's pairs are the imagination check's scores (rollouts
+    imagined from the anchor groups' start states) matched by rank to the anchor groups' real outcomes."""
+    from vla_wmrl.correction import MonotoneCalibrator, RewardCorrector, rank_matched_pairs
+
+    tmp, _ = debug_run
+    calls, added = [], []
+    real_process, real_add = RewardCorrector.process, MonotoneCalibrator.add
+
+    def spy(self, pred, real, anchors, **kw):
+        calls.append((np.array(real), np.array(anchors), kw.get("anchor_imagined")))
+        return real_process(self, pred, real, anchors, **kw)
+
+    def add_spy(self, pred, real, sd=None):
+        added.append((np.array(pred), np.array(real)))
+        return real_add(self, pred, real, sd)
+
+    monkeypatch.setattr(RewardCorrector, "process", spy)
+    monkeypatch.setattr(MonotoneCalibrator, "add", add_spy)
+    summary = train.run(_cfg(tmp, "correction.calibration_pairs=matched", "wmrl.updates=1"), tmp_path / "matched")
+    assert summary["updates"] == 1
+    expected = [rank_matched_pairs(check[i], real[i]) for real, anchors, check in calls for i in np.flatnonzero(anchors)]
+    assert len(added) == len(expected) > 1  # the warm-up's groups and the update's anchor group(s)
+    for (p, r), (ep, er) in zip(added, expected):
+        np.testing.assert_allclose(p, ep)
+        np.testing.assert_array_equal(r, er)
+    with pytest.raises(ValueError, match="calibration_pairs=matched .* needs wmrl.check_imagination=true"):
+        train.run(_cfg(tmp, "correction.calibration_pairs=matched", "+wmrl.check_imagination=false"), tmp_path / "bad")

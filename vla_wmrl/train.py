@@ -245,6 +245,18 @@ class WMRLTrainer:
             if problems:
                 raise ValueError("wmrl.anchor_mode=replay needs " + "; ".join(problems) +
                                  "; use wmrl.anchor_mode=closed_loop")
+        if cfg.mode == "wmrl" and corr_cfg.debias and corr_cfg.calibration_pairs == "matched":
+            problems = [p for p, bad in (
+                ("wmrl.check_imagination=true", not cfg.check_imagination),
+                (f"wmrl.imagine_from=reset (got {cfg.imagine_from})", cfg.imagine_from != "reset"),
+                (f"imagined rollouts as long as real ones (wmrl.imagine_horizon={cfg.imagine_horizon}, "
+                 f"horizon={cfg.horizon})", (cfg.imagine_horizon or cfg.horizon) != cfg.horizon),
+                ("wmrl.anchor_mode=closed_loop (replay pairs scores and outcomes of the same rollouts already)",
+                 self.replay_anchors)) if bad]
+            if problems:
+                raise ValueError("correction.calibration_pairs=matched pairs the imagination check's scores with the "
+                                 "anchor groups' real outcomes, so it needs " + "; ".join(problems) +
+                                 "; or use correction.calibration_pairs=rollout")
         self.adapter = RolloutAdapter(policy)
         self.update_threads = cfg.update_thread_count()  # GRPO and world-model fine-tunes
         self.rng = np.random.default_rng(seed)

@@ -38,7 +38,9 @@ Order of operations in ``process`` (one step):
     1. Map scores to [0, 1].
     2. For each anchor group: if the calibrator is fitted, fold the calibrated disagreement s2 (using the map *before*
        this step's pairs, i.e. out of sample; net of the outcome noise if it is known) into the anchor-weight average;
-       then add its (pred, real[, reported sd]) pairs to the calibration buffer (which refits on its cadence).
+       then add its (pred, real[, reported sd]) pairs to the calibration buffer (which refits on its cadence). With
+       ``calibration_pairs='matched'`` the pairs are instead the group's ``anchor_imagined`` scores matched by rank to
+       its real outcomes (:func:`rank_matched_pairs`): scores of imagined rollouts, the kind the map is applied to.
     3. Training scores: real outcomes on anchor rows; calibrated predictions f(p) (or f(p, sd) with
        ``calibration_uncertainty``) on imagined rows (p if debias is off).
     4. A = (x - mean) / (std + 1e-4) within each group over graded rollouts; groups with < 2 graded are skipped.
@@ -52,7 +54,7 @@ Order of operations in ``process`` (one step):
 from .advantages import group_advantages, normaliser_weights
 from .anchors import num_anchors, select_anchors
 from .calibrator import MonotoneCalibrator, centred_squared_error, pool_adjacent_violators
-from .core import CorrectionConfig, CorrectionOutput, RewardCorrector, to_unit
+from .core import CorrectionConfig, CorrectionOutput, RewardCorrector, rank_matched_pairs, to_unit
 from .denoising import (
     AnchorWeight,
     ImaginationGap,
@@ -77,6 +79,7 @@ __all__ = [
     "normaliser_weights",
     "num_anchors",
     "pool_adjacent_violators",
+    "rank_matched_pairs",
     "select_anchors",
     "signal_variance",
     "to_unit",

@@ -42,6 +42,10 @@ class CorrectionConfig:
     calibration_extrapolate: bool = True  # continue the end segments' slopes beyond the end knots (False: clamp)
     calibration_min_slope: float = 0.05  # blend f(p) with p so the map is strictly increasing (0: pure isotonic map)
     calibration_uncertainty: bool = False  # also learn a linear term in the WM's reported sd (needs pred_var)
+    calibration_pairs: str = "rollout"  # the calibrator's (predicted, real) pairs on an anchor row: 'rollout'
+    #   (reference): the world model's score of each rollout executed for real, beside its outcome; 'matched': the
+    #   anchor_imagined scores (rollouts imagined from the same start state, the distribution the map corrects)
+    #   matched by rank to the real outcomes (quantile matching; rows without anchor_imagined give no pairs)
     sample_weighting: str = "reliability"  # imagined-sample weights: 'reliability', 'inverse_variance' (reference),
     #   or 'shrinkage' (reliability without the mean-1 normalisation); see docs/correction.md
     var_eps: float = 1e-3  # eps in 1 / (var + eps) of 'inverse_variance', in calibrator units ([0, 1] scores)
@@ -72,6 +76,11 @@ class CorrectionConfig:
                 f"unknown sample_weighting {self.sample_weighting!r}; valid: 'reliability', 'inverse_variance', "
                 "'shrinkage'"
             )
+        if self.calibration_pairs not in ("rollout", "matched"):
+            raise ValueError(f"unknown calibration_pairs {self.calibration_pairs!r}; valid: 'rollout', 'matched'")
+        if self.calibration_pairs == "matched" and self.calibration_uncertainty:
+            raise ValueError("calibration_pairs='matched' pairs scores and outcomes of different rollouts, so it cannot "
+                             "learn the per-rollout uncertainty term; set calibration_uncertainty=False")
         if self.adv_scale not in ("std", "outcome"):
             raise ValueError(f"unknown adv_scale {self.adv_scale!r}; valid: 'std', 'outcome'")
         if self.outcome_noise_var < 0:
@@ -108,6 +117,29 @@ def to_unit(x: np.ndarray, score_range: tuple[float, float] = (0.0, 1.0), higher
     with np.errstate(invalid="ignore"):
         outside = np.isfinite(u) & ((u < 0.0) | (u > 1.0))
     return np.where(outside, np.clip(u, 0.0, 1.0), u), int(outside.sum())
+
+
+def rank_matched_pairs(imagined: np.ndarray, real: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Quantile-matched (predicted, real) pairs of one start state: the k-th smallest real outcome beside the same
+    quantile of the imagined rollouts' scores.
+
+    The imagined and the real rollouts are different draws of the same policy from the same start state, so no score
+    belongs to an outcome; if the world model ranks rollouts correctly, the monotone map from scores to outcomes is
+    the one that carries the scores' distribution onto the outcomes' (the quantile map), and pooling these pairs over
+    many start states estimates it. Unlike pairs of real rollouts scored by the world model, the scores come from the
+    distribution the map is applied to (imagined rollouts); unlike replaying imagined actions, it needs no
+    deterministic simulator.
+
+    Args:
+        imagined: (n_i,) [0, 1] scores of the rollouts imagined from the start state.
+        real: (n_r,) [0, 1] real outcomes from it.
+
+    Returns:
+        (n_r,) predicted and (n_r,) real arrays, both ascending.
+    """
+    real = np.sort(np.asarray(real, float))
+    q = (np.arange(real.size) + 0.5) / max(real.size, 1)
+    return np.quantile(np.asarray(imagined, float), q, method="inverted_cdf"), real
 
 
 def _check_finite(name: str, x: np.ndarray, mask: np.ndarray) -> None:
@@ -299,11 +331,8 @@ class RewardCorrector:
                 f_imag = self.calibrate(imag_check[i], tasks[i])
                 self.gap.observe(float(f_imag.mean() - u_real[i, real_graded[i]].mean()))
             m = paired[i]
-            if not m.any():
-                continue
-            cal = self.calibrator_for(tasks[i])
             sd_i = None if sd_u is None else sd_u[i, m]
-            if cal.fitted:  # the anchor weight stays exactly 1 before calibration
+            if m.any() and self.calibrator_for(tasks[i]).fitted:  # the anchor weight stays exactly 1 before calibration
                 f_i = self.calibrate(u_pred[i, m], tasks[i], sd_i)
                 if noise_u is None:  # reference: average of per-group ratios, constant-outcome groups skipped
                     s2 = normalised_disagreement(f_i, u_real[i, m], cfg.min_real_var)
@@ -313,10 +342,18 @@ class RewardCorrector:
                     terms = disagreement_terms(f_i, u_real[i, m], noise_u[i, m])
                     if terms is not None:
                         self.anchor_weight.observe_terms(*terms)
-            self.calibrator.add(u_pred[i, m], u_real[i, m], sd_i)
+            if cfg.calibration_pairs == "matched":
+                if not checked[i]:
+                    continue
+                p_i, r_i = rank_matched_pairs(imag_check[i], u_real[i, real_graded[i]])
+            elif m.any():
+                p_i, r_i = u_pred[i, m], u_real[i, m]
+            else:
+                continue
+            self.calibrator.add(p_i, r_i, sd_i)
             if cfg.per_task and tasks[i] is not None:
-                self.task_calibrators.setdefault(tasks[i], self._make_calibrator()).add(u_pred[i, m], u_real[i, m], sd_i)
-            n_pairs_step += int(m.sum())
+                self.task_calibrators.setdefault(tasks[i], self._make_calibrator()).add(p_i, r_i, sd_i)
+            n_pairs_step += int(r_i.size)
 
         # 3. Training scores: real outcomes on anchor rows, calibrated predictions on imagined rows.
         scores = u_real.copy()
