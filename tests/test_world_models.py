@@ -190,6 +190,14 @@ def trained_reach(reach_dataset, tmp_path_factory):
     return run_dir, _train(run_dir, reach_dataset)
 
 
+def test_lr_schedule_ends_with_the_budget_that_ends_first(trained_reach):
+    """The cosine schedule follows whichever budget is nearer its end: the run (120 steps or 1.5 minutes) ends at
+    ~lr / 10 either way (before, a step budget ending first left the lr near its peak)."""
+    _, summary = trained_reach
+    assert summary["steps"] == 120 or summary["status"] == "time_budget"
+    assert summary["final_lr"] < 0.11 * summary["train_config"]["lr"]
+
+
 def test_trained_model_beats_copy_last_frame_on_held_out_episodes(trained_reach, reach_dataset):
     from vla_wmrl.eval_world_model import open_loop
     from vla_wmrl.train_world_model import load_episodes

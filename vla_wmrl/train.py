@@ -64,6 +64,8 @@ class PipelineConfig:
     policy_episodes: int = 100       # rollouts of the behaviour-cloned policy (sampled at wmrl.explore_std) added to
                                      # the world model's data, so it has seen what the policy it imagines does
     wm_minutes: float = 15.0         # world-model training wall-clock budget
+    wm_steps: int | None = None      # world-model optimisation steps (None: as many as wm_minutes allows); with a step
+                                     # budget every machine trains the same model, and wm_minutes stays as a cap
     wm_batch_size: int = 32
 
 
@@ -177,13 +179,16 @@ def stage_world_model(cache: Path, sim: SimConfig | None, wm_cfg: dict, pipe: Pi
     from vla_wmrl import train_world_model as twm
 
     def run(out: Path) -> dict:
+        steps = {} if pipe.wm_steps is None else {"steps": pipe.wm_steps}
         cfg = twm.TrainWorldModelConfig(dataset=[str(d) for d in datasets], max_minutes=pipe.wm_minutes,
                                         batch_size=pipe.wm_batch_size, seed=seed, resume=True,
-                                        num_threads=torch.get_num_threads())
+                                        num_threads=torch.get_num_threads(), **steps)
         return twm.train(cfg, dict(wm_cfg), sim, out)
 
     spec = {"sim": asdict(sim) if sim else None, "world_model": wm_cfg, "datasets": [str(d) for d in datasets],
             "minutes": pipe.wm_minutes, "batch_size": pipe.wm_batch_size, "seed": seed}
+    if pipe.wm_steps is not None:  # only when set: runs cached without a step budget keep their key
+        spec["steps"] = pipe.wm_steps
     out, _ = run_stage(cache, "world_model", spec, run)
     return out / "checkpoints" / "last"
 

@@ -48,7 +48,8 @@ class TrainWorldModelConfig:
     steps: int = 100_000           # optimisation steps (upper bound; max_minutes usually ends the run first)
     max_minutes: float = 20.0      # wall-clock budget of this invocation, minutes
     batch_size: int = 16           # windows per step
-    lr: float = 1e-3               # AdamW learning rate (cosine-decayed to lr / 10 over the time budget)
+    lr: float = 1e-3               # AdamW learning rate (cosine-decayed to lr / 10 over the time or step budget,
+                                   # whichever is nearer its end)
     weight_decay: float = 1e-4     # AdamW weight decay
     grad_clip: float = 1.0         # gradient-norm clip
     val_episodes: int = 4          # episodes held out from the last dataset for validation scalars
@@ -309,13 +310,16 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
     t0 = time.perf_counter()
     trained0 = trained_s
     save_state = lambda: {"optimizer": opt.state_dict(), "step": step, "trained_seconds": trained_s}  # noqa: E731
+    lr = cfg.lr
     try:
         while step < cfg.steps:
             trained_s = trained0 + time.perf_counter() - t0
             if trained_s >= budget_s:
                 status = "time_budget"
                 break
-            lr = cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, trained_s / budget_s))))
+            # cosine over whichever budget (time or steps) is nearer its end
+            progress = min(1.0, max(trained_s / budget_s, step / cfg.steps))
+            lr = cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
             for g in opt.param_groups:
                 g["lr"] = lr
             idx = torch.randint(len(train_data), (cfg.batch_size,), generator=gen)
@@ -353,7 +357,7 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
         writer.close()
         summary = {"status": status, "world_model": model_cfg["name"], "sim": sim.name if sim else None,
                    "datasets": roots,
-                   "frames": len(data), "episodes": n_ep, "steps": step, "trained_minutes": trained_s / 60,
+                   "frames": len(data), "episodes": n_ep, "steps": step, "final_lr": lr, "trained_minutes": trained_s / 60,
                    "wall_minutes": (time.perf_counter() - t_start) / 60, "checkpoint": str(ckpt_dir / "last"),
                    "parameters": sum(p.numel() for p in model.parameters()), "val": last_val,
                    "model_config": asdict(model.cfg), "train_config": asdict(cfg)}
