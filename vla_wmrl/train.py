@@ -183,8 +183,15 @@ def stage_world_model(cache: Path, sim: SimConfig | None, wm_cfg: dict, pipe: Pi
         cfg = twm.TrainWorldModelConfig(dataset=[str(d) for d in datasets], max_minutes=pipe.wm_minutes,
                                         batch_size=pipe.wm_batch_size, seed=seed, resume=True,
                                         num_threads=torch.get_num_threads(), **steps)
-        return twm.train(cfg, dict(wm_cfg), sim, out)
+        summary = twm.train(cfg, dict(wm_cfg), sim, out)
+        if pipe.wm_steps is not None and summary["status"] == "time_budget":
+            log.warning("world model: pipeline.wm_minutes=%g ended training after %d of pipeline.wm_steps=%d steps; "
+                        "raise pipeline.wm_minutes for the full step budget", pipe.wm_minutes, summary["steps"],
+                        pipe.wm_steps)
+        return summary
 
+    if pipe.wm_steps is not None and pipe.wm_steps <= 0:
+        raise ValueError(f"pipeline.wm_steps must be a positive number of steps or null, got {pipe.wm_steps}")
     spec = {"sim": asdict(sim) if sim else None, "world_model": wm_cfg, "datasets": [str(d) for d in datasets],
             "minutes": pipe.wm_minutes, "batch_size": pipe.wm_batch_size, "seed": seed}
     if pipe.wm_steps is not None:  # only when set: runs cached without a step budget keep their key
@@ -250,7 +257,7 @@ class WMRLTrainer:
             if problems:
                 raise ValueError("wmrl.anchor_mode=replay needs " + "; ".join(problems) +
                                  "; use wmrl.anchor_mode=closed_loop")
-        if cfg.mode == "wmrl" and corr_cfg.debias and corr_cfg.calibration_pairs == "matched":
+        if cfg.mode == "wmrl" and corr_cfg.calibration_pairs == "matched":  # (denoise alone needs the fitted map too)
             problems = [p for p, bad in (
                 ("wmrl.check_imagination=true", not cfg.check_imagination),
                 (f"wmrl.imagine_from=reset (got {cfg.imagine_from})", cfg.imagine_from != "reset"),

@@ -310,7 +310,7 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
     t0 = time.perf_counter()
     trained0 = trained_s
     save_state = lambda: {"optimizer": opt.state_dict(), "step": step, "trained_seconds": trained_s}  # noqa: E731
-    lr = cfg.lr
+    lr = None  # the last step's learning rate (None: no step ran)
     try:
         while step < cfg.steps:
             trained_s = trained0 + time.perf_counter() - t0

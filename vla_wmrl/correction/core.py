@@ -346,6 +346,7 @@ class RewardCorrector:
                 if not checked[i]:
                     continue
                 p_i, r_i = rank_matched_pairs(imag_check[i], u_real[i, real_graded[i]])
+                sd_i = None  # no score belongs to an outcome (calibration_uncertainty is refused with matched pairs)
             elif m.any():
                 p_i, r_i = u_pred[i, m], u_real[i, m]
             else:
