@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
@@ -47,13 +48,17 @@ def fit(scores: np.ndarray, outcomes: np.ndarray, cfg: CorrectionConfig, imagine
     return corr
 
 
-def errors(scores: np.ndarray, outcomes: np.ndarray) -> tuple[float, float]:
-    """Squared error of the scores against the outcomes, and of their group advantages on mixed groups."""
+def errors(scores: np.ndarray, outcomes: np.ndarray) -> tuple[float, ...]:
+    """Squared error of the scores against the outcomes; of their group advantages against the true outcomes' on mixed
+    groups and on all groups (an unmixed group's true advantages are 0); the mean |advantage| (the imagined stream's
+    step size relative to a real group's) and the correlation of the advantages with the true ones (its direction)."""
     every = np.ones(scores.shape, bool)
     a, _ = group_advantages(scores, every, scale="outcome")
     t, _ = group_advantages(outcomes, every, scale="outcome")
     mixed = (outcomes.std(axis=1) > 0)[:, None] & every
-    return float(((scores - outcomes) ** 2).mean()), float(((a - t) ** 2)[mixed].mean()) if mixed.any() else np.nan
+    corr = float((a * t).sum() / np.sqrt((a * a).sum() * (t * t).sum())) if (a * a).sum() * (t * t).sum() > 0 else np.nan
+    return (float(((scores - outcomes) ** 2).mean()), float(((a - t) ** 2)[mixed].mean()) if mixed.any() else np.nan,
+            float(((a - t) ** 2).mean()), float(np.abs(a).mean()), corr)
 
 
 def main():
@@ -88,15 +93,19 @@ def main():
             results[arm].append(errors(f(imag_s[test]), imag_o[test]))
 
     print(f"{K} start states x {imag_s.shape[1]} rollouts; {args.splits} random halvings (fit on one, test on the other)")
-    print("| scores of held-out imagined rollouts | MSE vs true outcome | advantage MSE (mixed groups) |")
-    print("|---|---|---|")
+    print("| scores of held-out imagined rollouts | MSE vs true outcome | advantage MSE (mixed groups) | advantage MSE "
+          "(all groups) | mean abs advantage | corr with true advantages |")
+    print("|---|---|---|---|---|---|")
     summary = {}
+    names = ("score_mse", "advantage_mse", "advantage_mse_all", "mean_abs_advantage", "advantage_corr")
     for arm, v in results.items():
         v = np.array(v)
-        mean, se = np.nanmean(v, axis=0), np.nanstd(v, axis=0) / np.sqrt(len(v))
-        summary[arm] = {"score_mse": float(mean[0]), "score_mse_se": float(se[0]),
-                        "advantage_mse": float(mean[1]), "advantage_mse_se": float(se[1])}
-        print(f"| {arm} | {mean[0]:.4f} +- {se[0]:.4f} | {mean[1]:.3f} +- {se[1]:.3f} |")
+        with warnings.catch_warnings():  # the constant's advantages are all 0: no correlation (NaN)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, se = np.nanmean(v, axis=0), np.nanstd(v, axis=0) / np.sqrt(len(v))
+        summary[arm] = {k: float(x) for n, m_, s_ in zip(names, mean, se) for k, x in ((n, m_), (n + "_se", s_))}
+        print(f"| {arm} | {mean[0]:.4f} +- {se[0]:.4f} | " + " | ".join(f"{m_:.3f} +- {s_:.3f}" for m_, s_ in
+                                                                    zip(mean[1:], se[1:])) + " |")
 
     print("\nTrue success rate by world-model score (why the kinds of pairs differ):")
     print("| score bin | real rollouts (WM replay score) n, success | imagined rollouts (sim replay) n, success |")
