@@ -201,6 +201,15 @@ def stage_world_model(cache: Path, sim: SimConfig | None, wm_cfg: dict, pipe: Pi
 
 
 # ------------------------------------------------------------------------------------------------- the WMRL loop
+def _unlike_imagination(cfg: "WMRLConfig") -> list[str]:
+    """What keeps imagined rollouts from being like for like with the real ones (imagined from the same seeded reset,
+    for as many steps): the settings replay anchors, the imagination check and matched pairs need; [] when none."""
+    return [p for p, bad in (
+        (f"wmrl.imagine_from=reset (got {cfg.imagine_from})", cfg.imagine_from != "reset"),
+        (f"imagined rollouts as long as real ones (wmrl.imagine_horizon={cfg.imagine_horizon}, horizon={cfg.horizon})",
+         (cfg.imagine_horizon or cfg.horizon) != cfg.horizon)) if bad]
+
+
 class WMRLTrainer:
     """Holds what the loop needs: the real executor (simulator workers or a robot), policy (+ frozen reference),
     world model, corrector, GRPO.
@@ -250,21 +259,15 @@ class WMRLTrainer:
             problems = [p for p, bad in (
                 (f"a simulator (replaying actions reproduces a trajectory only from an identical, seeded start state; "
                  f"got {executor.name})", executor.kind != "sim"),
-                ("a world model", world_model is None),
-                (f"wmrl.imagine_from=reset (got {cfg.imagine_from})", cfg.imagine_from != "reset"),
-                (f"imagined rollouts as long as real ones (wmrl.imagine_horizon={cfg.imagine_horizon}, "
-                 f"horizon={cfg.horizon})", (cfg.imagine_horizon or cfg.horizon) != cfg.horizon)) if bad]
+                ("a world model", world_model is None)) if bad] + _unlike_imagination(cfg)
             if problems:
                 raise ValueError("wmrl.anchor_mode=replay needs " + "; ".join(problems) +
                                  "; use wmrl.anchor_mode=closed_loop")
         if cfg.mode == "wmrl" and corr_cfg.calibration_pairs == "matched":  # (denoise alone needs the fitted map too)
             problems = [p for p, bad in (
                 ("wmrl.check_imagination=true", not cfg.check_imagination),
-                (f"wmrl.imagine_from=reset (got {cfg.imagine_from})", cfg.imagine_from != "reset"),
-                (f"imagined rollouts as long as real ones (wmrl.imagine_horizon={cfg.imagine_horizon}, "
-                 f"horizon={cfg.horizon})", (cfg.imagine_horizon or cfg.horizon) != cfg.horizon),
                 ("wmrl.anchor_mode=closed_loop (replay pairs scores and outcomes of the same rollouts already)",
-                 self.replay_anchors)) if bad]
+                 self.replay_anchors)) if bad] + _unlike_imagination(cfg)
             if problems:
                 raise ValueError("correction.calibration_pairs=matched pairs the imagination check's scores with the "
                                  "anchor groups' real outcomes, so it needs " + "; ".join(problems) +
@@ -309,7 +312,7 @@ class WMRLTrainer:
         replay = self.replay_anchors and bool(real_seeds)
         # Only like for like: imagined from the same seeded reset and for as many steps as the real rollouts.
         check = (self.imagined is not None and cfg.check_imagination and bool(real_seeds)
-                 and cfg.imagine_from == "reset" and (cfg.imagine_horizon or cfg.horizon) == cfg.horizon)
+                 and not _unlike_imagination(cfg))
         imag_seeds = train_seeds + (real_seeds if check and not replay else [])
         real_group_seeds = [s for s in real_seeds for _ in range(G)]
         replayed = []
