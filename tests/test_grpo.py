@@ -83,6 +83,25 @@ def test_micro_batches_give_the_same_update():
         torch.testing.assert_close(params[0][name], params[1][name], atol=1e-5, rtol=1e-4, msg=name)
 
 
+def test_the_minibatch_order_comes_from_the_given_generator_not_the_global_one():
+    """A run reproduces (and resumes) only if its updates do not depend on torch's global generator, whose state
+    depends on what the process ran before (the trainer's cached stages draw nothing from it)."""
+    torch.manual_seed(0)
+    base = small_policy()
+    steps, index = _steps(base, 4)
+    adv, w = np.array([1.0, -1.0, 0.5, -0.5]), np.ones(4)
+    params = {}
+    for generator_seed, global_seed in ((7, 1), (7, 2), (None, 1), (None, 2)):
+        policy = copy.deepcopy(base)
+        algo = GRPO(policy, None, GRPOConfig(lr=1e-3, epochs=2, minibatch_size=8, kl_coef=0.0))
+        torch.manual_seed(global_seed)
+        gen = None if generator_seed is None else torch.Generator().manual_seed(generator_seed)
+        algo.update(steps, adv, w, index, num_rollouts=4, generator=gen)
+        params[generator_seed, global_seed] = torch.cat([p.flatten() for p in policy.parameters()])
+    assert torch.equal(params[7, 1], params[7, 2])
+    assert not torch.equal(params[None, 1], params[None, 2])  # the order matters: the check above can fail
+
+
 def test_the_frozen_reference_is_scored_once_per_update_and_the_kl_penalty_holds_the_policy_near_it():
     """The KL term's reference log-probabilities are computed once per update (the reference is frozen), not once per
     epoch and minibatch; the penalty still does its job: a strong kl_coef keeps the policy closer to the reference."""

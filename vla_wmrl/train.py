@@ -425,8 +425,12 @@ class WMRLTrainer:
                         "update_seconds": seconds})
         return metrics
 
-    def _policy_update(self, groups: list[list[Rollout]], out) -> dict:
-        """GRPO on the groups' rollouts with the corrector's advantages and weights (``out``)."""
+    def _policy_update(self, groups: list[list[Rollout]], out, warmup: bool = False) -> dict:
+        """GRPO on the groups' rollouts with the corrector's advantages and weights (``out``).
+
+        The minibatch order is drawn from a generator seeded by (seed, update, warm-up or not), not from torch's global
+        one: that one's state depends on which pipeline stages ran in this process (a cached stage draws nothing) and
+        is not in the checkpoint, so a rerun on a warm cache or a resumed run would shuffle differently."""
         steps, index = step_batch([r for g in groups for r in g])
         advantages, weights = out.advantages.reshape(-1), out.weights.reshape(-1)
         if self.cfg.shuffle_advantages:  # null control (see WMRLConfig): same magnitudes, assigned at random
@@ -434,9 +438,10 @@ class WMRLTrainer:
             perm = self.null_rng.permutation(valid)
             advantages, weights = advantages.copy(), weights.copy()
             advantages[valid], weights[valid] = advantages[perm], weights[perm]
+        key = np.random.SeedSequence([self.seed % 2**32, self.update_idx, int(warmup)]).generate_state(1)[0]
         with torch_threads(self.update_threads):
             return self.algo.update(steps, advantages, weights, index, num_rollouts=max(int(out.valid.sum()), 1),
-                                    prepare=to_policy_batch)
+                                    prepare=to_policy_batch, generator=torch.Generator().manual_seed(int(key)))
 
     def out_of_time(self) -> bool:
         """Whether another update, at the pace of the slowest of the last three, would end past ``max_minutes``."""
@@ -462,7 +467,7 @@ class WMRLTrainer:
                                      anchor_imagined=_check_scores(checks, pred.shape))
         metrics = {}
         if cfg.warmup_train:
-            metrics.update({f"warmup_algo/{k}": v for k, v in self._policy_update(groups, out).items()})
+            metrics.update({f"warmup_algo/{k}": v for k, v in self._policy_update(groups, out, warmup=True).items()})
         self._remember_real(real_rollouts)
         self.last_anchor_rollouts = real_rollouts
         self.real_steps += collected["real_steps"]

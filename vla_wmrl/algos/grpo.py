@@ -64,7 +64,7 @@ class GRPO:
         return _log_prob_chunks(self.policy, steps, prepare)
 
     def update(self, steps: dict, advantages: np.ndarray, weights: np.ndarray, rollout_index: np.ndarray,
-               num_rollouts: int, prepare=lambda b: b) -> dict:
+               num_rollouts: int, prepare=lambda b: b, generator: torch.Generator | None = None) -> dict:
         """One GRPO update.
 
         Args:
@@ -75,6 +75,9 @@ class GRPO:
             rollout_index: (S,) which rollout each step belongs to.
             num_rollouts: number of contributing rollouts (the loss normaliser).
             prepare: turns a minibatch of ``steps`` into the policy's batch format (e.g. uint8 -> float images).
+            generator: draws the minibatch order; None: torch's global generator, whose state depends on everything
+                the process drew before (a trainer passes its own, seeded per update, so a run reproduces and resumes
+                with the same order).
 
         Returns:
             Mean loss terms and diagnostics over the update.
@@ -99,7 +102,7 @@ class GRPO:
         self.policy.eval()
         planned = cfg.epochs * -(-len(keep) // cfg.minibatch_size)
         for _ in range(cfg.epochs):
-            perm = keep[torch.randperm(len(keep))]
+            perm = keep[torch.randperm(len(keep), generator=generator)]
             for start in range(0, len(perm), cfg.minibatch_size):
                 idx = perm[start:start + cfg.minibatch_size]
                 self.optimizer.zero_grad()
