@@ -49,7 +49,8 @@ and, at each optimism level, the reference's fixed-eps inverse-variance sample w
 reliability weights, and the uncertainty-aware calibration (off by default); for the main world model also the
 reference core (the method exactly as published: clamped calibration map, fixed-eps inverse-variance weights) and,
 as a diagnostic, not a usable arm, the anchor weight given the *true* Bernoulli noise P(1 - P) of each real outcome,
-which no trainer knows. A setting reruns only the arms its overrides change and reuses the others.
+which no trainer knows; and, also a diagnostic, denoising without the anchor-stream weight (w fixed at 1, per-sample
+weights kept; added in session 13). A setting reruns only the arms its overrides change and reuses the others.
 
 Metrics: true reward at C/30, C/10, C/3 and C/2 (the world-model arms' end), the area under the curve (mean reward at
 61 log-spaced compute points from C/100 to C/2; it rewards speed), and paired differences to raw_wm per seed. C/30 and
@@ -86,6 +87,7 @@ ARMS = {
 REFERENCE_CORE = {"calibration_extrapolate": False, "calibration_min_slope": 0.0, "sample_weighting": "inverse_variance"}
 UNCERTAINTY_CALIBRATION = {"calibration_uncertainty": True}
 INVERSE_VARIANCE_WEIGHTS = {"sample_weighting": "inverse_variance"}  # the reference's per-sample weights, nothing else
+NO_ANCHOR_WEIGHT = {"w_target": 1.0, "w_max": 1.0}  # denoising without the anchor-stream weight (per-sample weights only)
 WM_ARMS = ["raw_wm", "debias", "denoise", "both"]
 FRACTIONS = {"C/30": 1 / 30, "C/10": 0.1, "C/3": 1 / 3, "C/2": 0.5}  # compute points of the table
 
@@ -445,6 +447,8 @@ def main() -> None:
                 wm_cfg, args.seeds, lr, real_runs, "main_reference_core", REFERENCE_CORE, ["debias", "denoise", "both"], base)
             settings["main_known_outcome_noise"], _ = run_setting(
                 wm_cfg, args.seeds, lr, real_runs, "main_known_outcome_noise", None, ["denoise", "both"], base, True)
+            settings["main_no_anchor_weight"], _ = run_setting(
+                wm_cfg, args.seeds, lr, real_runs, "main_no_anchor_weight", NO_ANCHOR_WEIGHT, ["denoise", "both"], base)
         settings[f"{label}_inverse_variance_weights"], _ = run_setting(
             wm_cfg, args.seeds, lr, real_runs, f"{label}_inverse_variance_weights", INVERSE_VARIANCE_WEIGHTS,
             ["denoise", "both"], base)
