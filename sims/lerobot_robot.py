@@ -225,7 +225,7 @@ class SimRobotExpert:
         self.robot = robot
         self.expert = make_expert(robot.config.sim, noise=noise, seed=seed)
 
-    def reset(self, mask: np.ndarray) -> None:
+    def reset(self, mask: np.ndarray, episodes: np.ndarray | None = None) -> None:
         self.expert.reset()
 
     def act(self, obs: dict, info: dict) -> np.ndarray:

@@ -271,6 +271,37 @@ def test_rollout_adapter_samples_from_its_own_generator(reach_frames):
     assert not np.array_equal(plain, actions(RolloutAdapter(policy), True))  # the global generator: it depends
 
 
+def test_per_episode_noise_does_not_depend_on_the_workers(reach_frames):
+    """With ``episode_seed`` each episode's sampled actions depend on its index alone: the same with 1 or 3 workers
+    (which changes which worker runs an episode and the order in which episodes end), up to the float-level
+    differences of a forward pass over a batch of another size (~1e-6). One shared generator does not have that
+    property, so the test can fail."""
+    import sims
+    from vla_wmrl.rollout import run_episodes
+
+    _, meta = reach_frames
+    policy = make_policy(make_policy_config("tiny_vla", device="cpu", **SMALL), meta)
+    seeds = [7, 7, 8, 9, 9]  # repeated seeds, as in a GRPO group
+
+    def actions(num_envs: int, **kwargs) -> dict[int, np.ndarray]:
+        envs = sims.make_vector_env("mujoco_reach", num_envs, asynchronous=False, horizon=4)
+        try:
+            eps = list(run_episodes(envs, RolloutAdapter(policy, **kwargs), seeds))
+        finally:
+            envs.close()
+        assert sorted(e.index for e in eps) == list(range(len(seeds))) and all(e.seed == seeds[e.index] for e in eps)
+        return {e.index: np.stack([f["action"] for f in e.frames]) for e in eps}
+
+    one, three = actions(1, episode_seed=3), actions(3, episode_seed=3)
+    for k in range(len(seeds)):
+        np.testing.assert_allclose(one[k], three[k], atol=1e-4)
+    assert np.abs(one[0] - one[1]).max() > 0.01  # same start state, independent noise
+    assert np.abs(one[0] - actions(1, episode_seed=4)[0]).max() > 0.01
+    shared_one = actions(1, generator=torch.Generator().manual_seed(3))
+    shared_three = actions(3, generator=torch.Generator().manual_seed(3))
+    assert max(np.abs(shared_one[k] - shared_three[k]).max() for k in range(len(seeds))) > 0.01
+
+
 def test_collect_records_a_saved_policys_own_actions(reach_frames, tmp_path):
     """collect policy_path=...: the dataset holds the policy's rollouts; with a tiny exploration std each recorded
     action is the policy's deterministic action on the recorded observation."""

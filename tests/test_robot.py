@@ -39,7 +39,7 @@ class ConstantPolicy:
     def __init__(self, actions):
         self.actions, self.t, self.resets = [np.asarray(a, dtype=np.float32) for a in actions], 0, 0
 
-    def reset(self, mask):
+    def reset(self, mask, episodes):
         self.resets += 1
 
     def act(self, obs, info):

@@ -168,15 +168,17 @@ class Still:
     def act(self, obs, info):
         return np.zeros((len(obs["task"]), 2), np.float32)
 
-    def reset(self, mask):
+    def reset(self, mask, episodes):
         pass
 
 
-def test_run_episodes_refills_only_as_many_workers_as_seeds_remain():
-    """Both workers end on the same step (fixed horizon) with one seed left: one refill, no crash."""
+@pytest.mark.parametrize("asynchronous", [True, False])
+def test_run_episodes_refills_only_as_many_workers_as_seeds_remain(asynchronous):
+    """Both workers end on the same step (fixed horizon) with one seed left: one refill, the other worker idles
+    while the last episode runs; no crash, in worker processes or in this one."""
     from vla_wmrl.rollout import run_episodes
 
-    envs = sims.make_vector_env("mujoco_reach", 2, horizon=3)
+    envs = sims.make_vector_env("mujoco_reach", 2, asynchronous=asynchronous, horizon=3)
     try:
         eps = list(run_episodes(envs, Still(), seeds=[1, 2, 3]))
     finally:

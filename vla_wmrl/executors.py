@@ -85,16 +85,8 @@ class SimExecutor:
 
         if len(sequences) != len(seeds):
             raise ValueError(f"replay: {len(sequences)} action sequences for {len(seeds)} seeds")
-        pending: dict[int, list[Episode]] = {}  # seed -> finished episodes, matched back by the actions they played
-        for ep in self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds):
-            pending.setdefault(ep.seed, []).append(ep)
-
-        def played(ep: Episode, q: np.ndarray) -> bool:
-            m = min(ep.length, len(q))
-            return np.array_equal(np.stack([f["action"] for f in ep.frames[:m]]), np.asarray(q[:m], np.float32))
-
-        return [pending[s].pop(next(i for i, ep in enumerate(pending[s]) if played(ep, q)))
-                for q, s in zip(sequences, seeds)]
+        episodes = self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds)
+        return sorted(episodes, key=lambda ep: ep.index)  # episode k played sequences[k]
 
     def evaluate(self, policy, episodes: int, seed: int) -> dict:
         """Success rate of the deterministic policy over ``episodes`` seeded episodes of ``eval_horizon`` steps

@@ -79,14 +79,14 @@ def imagine(imagined_env, adapter, start_obs: dict, horizon: int, score: str = "
 
     Args:
         imagined_env: a ``world_models.ImaginedVectorEnv``.
-        adapter: the policy as a batched rollout policy (``act(obs, info)``, ``reset(mask)``).
+        adapter: the policy as a batched rollout policy (``act(obs, info)``, ``reset(mask, episodes)``).
         start_obs: batched real start observations (B entries).
         horizon: maximum steps.
         score: ``final`` or ``max`` (see the module docstring).
     """
     obs, info = imagined_env.reset(start_obs)
     n = len(obs["task"])
-    adapter.reset(np.ones(n, bool))
+    adapter.reset(np.ones(n, bool), np.arange(n))
     image_keys = [k for k in obs if k.startswith("observation.images.")]
     steps = {k: [] for k in [*image_keys, "observation.state", "action"]}
     alive_hist, probs, vars_ = [], [], []

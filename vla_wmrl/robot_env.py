@@ -393,7 +393,7 @@ class RobotEnv:
         try:
             self.operator.wait_reset(seed, self.cfg.task or getattr(self.robot, "task", None))
             task = self._task()
-            policy.reset(np.ones(1, dtype=bool))
+            policy.reset(np.ones(1, dtype=bool), np.array([seed]))
             info = {"is_success": np.zeros(1, dtype=bool), "sim_unstable": np.zeros(1, dtype=bool)}
             period, previous = 1.0 / self.fps, None
             for t in range(self.max_steps):

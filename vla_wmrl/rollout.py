@@ -18,8 +18,13 @@ class RolloutPolicy(Protocol):
     def act(self, obs: dict, info: dict) -> np.ndarray:
         """Actions (num_envs, action_dim) for a batched observation and info dict."""
 
-    def reset(self, mask: np.ndarray) -> None:
-        """Forget per-episode state of the workers where ``mask`` is True (they start a new episode)."""
+    def reset(self, mask: np.ndarray, episodes: np.ndarray) -> None:
+        """Forget per-episode state of the workers where ``mask`` is True (they start a new episode).
+
+        ``episodes[i]`` is the index, in the order the episodes were requested (``run_episodes``' seeds), of the
+        episode worker ``i`` starts, -1 where it starts none. Which worker runs an episode, and when, depends on the
+        number of workers and on when earlier episodes ended; the index does not, so per-episode state keyed by it
+        (e.g. the seed of the action noise) makes each episode independent of both."""
 
 
 @dataclass
@@ -27,6 +32,7 @@ class Episode:
     """One finished episode. ``frames[t]`` holds observation t, action t and what followed it (LeRobot layout)."""
 
     seed: int
+    index: int = -1  # position in the requested seeds (see RolloutPolicy.reset)
     frames: list[dict] = field(default_factory=list)
     success: bool = False
     unstable: bool = False
@@ -60,17 +66,18 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int |
     Yields:
         Finished :class:`Episode` objects, in completion order.
     """
-    n, queue = envs.num_envs, list(seeds)
+    n, queue = envs.num_envs, list(enumerate(seeds))
     slots: list[Episode | None] = [None] * n
 
     def start(mask: np.ndarray, obs=None, info=None):
-        seed_list, started = [None] * n, np.zeros(n, bool)
+        seed_list, started, index = [None] * n, np.zeros(n, bool), np.full(n, -1)
         for i in np.flatnonzero(mask):
             if queue:  # else an idle worker: reset, stepped along, never recorded, unknown to the policy
-                slots[i] = Episode(seed=int(queue.pop(0)))
-                seed_list[i], started[i] = slots[i].seed, True
+                k, seed = queue.pop(0)
+                slots[i] = Episode(seed=int(seed), index=k)
+                seed_list[i], started[i], index[i] = slots[i].seed, True, k
         new_obs, new_info = envs.reset(seed=seed_list, options={"reset_mask": mask})
-        policy.reset(started)
+        policy.reset(started, index)
         return new_obs, new_info
 
     # Every worker starts from a reset, idle ones too: a vector env whose workers were never reset fails a partial
@@ -93,7 +100,9 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int |
                 ep.success = bool(next_info["is_success"][i])
                 ep.unstable = bool(next_info["sim_unstable"][i])
                 slots[i] = None
-                restart[i] = restart.sum() < len(queue)  # refill only as many workers as seeds remain
+                # Refill the worker; with no seeds left it idles, reset anyway: a synchronous vector env refuses to
+                # step a finished sub-environment that was not reset.
+                restart[i] = True
                 yield ep
         obs, info = next_obs, next_info
         if restart.any():
@@ -113,10 +122,11 @@ def _merge(old, new, mask: np.ndarray):
 
 
 class ReplayPolicy:
-    """Plays fixed action sequences: the k-th episode started plays ``sequences[k]``, then holds its last action.
+    """Plays fixed action sequences: episode ``k`` (the k-th of :func:`run_episodes`' seeds) plays ``sequences[k]``,
+    then holds its last action.
 
-    :func:`run_episodes` starts episodes in the order of its seeds, so pass the seeds in the order of the sequences.
-    Episodes finish in completion order: match each back to its sequence by the actions it played. With a seeded,
+    Pass the seeds in the order of the sequences. Episodes finish in completion order: ``Episode.index`` says which
+    sequence each played. With a seeded,
     deterministic simulator this reproduces recorded episodes and gives the true outcome of imagined action
     sequences (``benchmarks/imagination_fidelity.py``).
     """
@@ -125,15 +135,14 @@ class ReplayPolicy:
         if not sequences or any(len(q) == 0 for q in sequences):
             raise ValueError("ReplayPolicy needs at least one sequence, and no empty sequence")
         self.sequences = sequences
-        self.next, self.slot, self.t = 0, [0] * num_envs, np.zeros(num_envs, int)
+        self.slot, self.t = [0] * num_envs, np.zeros(num_envs, int)
 
-    def reset(self, mask: np.ndarray) -> None:
+    def reset(self, mask: np.ndarray, episodes: np.ndarray) -> None:
         for i in np.flatnonzero(mask):
-            if self.next >= len(self.sequences):
-                raise RuntimeError(f"ReplayPolicy: episode {self.next + 1} started but only {len(self.sequences)} "
+            if not 0 <= episodes[i] < len(self.sequences):
+                raise RuntimeError(f"ReplayPolicy: episode {episodes[i] + 1} started but only {len(self.sequences)} "
                                    f"sequences were given")
-            self.slot[i], self.t[i] = self.next, 0
-            self.next += 1
+            self.slot[i], self.t[i] = int(episodes[i]), 0
 
     def act(self, obs: dict, info: dict) -> np.ndarray:
         out = [self.sequences[k][min(t, len(self.sequences[k]) - 1)] for k, t in zip(self.slot, self.t)]
@@ -159,7 +168,7 @@ class ExpertPolicy:
         self.noise, self.noisy_fraction = noise, noisy_fraction
         self.experts = [make_expert(sim, seed=seed + 1000 * i) for i in range(num_envs)]
 
-    def reset(self, mask: np.ndarray) -> None:
+    def reset(self, mask: np.ndarray, episodes: np.ndarray | None = None) -> None:
         for i in np.flatnonzero(mask):
             self.experts[i].reset()
             self.experts[i].noise = self.noise if self.rng.random() < self.noisy_fraction else 0.0

@@ -300,11 +300,12 @@ class WMRLTrainer:
         its own imagination check."""
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
-        # Real and imagined rollouts sample concurrently (two threads): each draws its action noise from its own
-        # generator, seeded by this call's first start state (unique per run seed, update and warm-up), instead of
-        # interleaving draws from torch's global one. Runs still differ at float level (docs/rl_benchmark.md).
+        # Real and imagined rollouts sample concurrently (two threads), so neither draws from torch's global
+        # generator: the imagined batch draws from its own, and each real episode from one seeded by its index in
+        # this call, so its noise depends on neither which worker ran it nor when the others ended. Both are keyed
+        # by this call's first start state (unique per run seed, update and warm-up). Runs still differ at float
+        # level (docs/rl_benchmark.md).
         self.adapter.generator = torch.Generator().manual_seed(2 * seeds[0])
-        real_adapter_gen = torch.Generator().manual_seed(2 * seeds[0] + 1)
         if self.imagined is not None:  # the world model's own sampling noise (diffusion), likewise
             self.imagined.generator.manual_seed(2 * seeds[0])
         real_seeds = [s for s, a in zip(seeds, anchors) if a]
@@ -326,7 +327,7 @@ class WMRLTrainer:
             if replay:
                 episodes = self.executor.replay([r.action for r in replayed], real_group_seeds)
             else:
-                episodes = self.executor.run(RolloutAdapter(self.policy, generator=real_adapter_gen),
+                episodes = self.executor.run(RolloutAdapter(self.policy, episode_seed=2 * seeds[0] + 1),
                                              real_group_seeds)
             return episodes, time.perf_counter() - t0
 
@@ -350,7 +351,7 @@ class WMRLTrainer:
             checked = replayed if check else []
         else:
             by_seed = {s: [] for s in real_seeds}
-            for ep in episodes:
+            for ep in sorted(episodes, key=lambda e: e.index):  # the requested order, not the completion order
                 by_seed[ep.seed].append(from_episode(ep, self.image_keys))
             real = [r for s in real_seeds for r in by_seed[s]]
             if self.imagined is not None:

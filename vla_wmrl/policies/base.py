@@ -12,6 +12,7 @@ an RL trainer (GRPO/PPO) need. Batches use LeRobot's keys and layout::
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -29,9 +30,9 @@ class StochasticPolicy(abc.ABC):
 
     @abc.abstractmethod
     def select_action(self, batch: dict, deterministic: bool = False,
-                      generator: torch.Generator | None = None) -> torch.Tensor:
-        """Actions (B, A) for a batch of observations: sampled (noise from ``generator``, or torch's global one),
-        or the distribution's central action."""
+                      generator: torch.Generator | Sequence[torch.Generator] | None = None) -> torch.Tensor:
+        """Actions (B, A) for a batch of observations: sampled (noise from ``generator``: one for the batch, one per
+        row, or torch's global one when None), or the distribution's central action."""
 
     @abc.abstractmethod
     def log_prob(self, batch: dict, actions: torch.Tensor) -> torch.Tensor:
@@ -155,25 +156,39 @@ class RolloutAdapter:
         task_override: replace every observation's instruction by this one (to probe language use).
         generator: draw the sampled actions' noise from this generator instead of torch's global one (so two
             adapters acting concurrently, in threads, do not consume each other's draws).
+        episode_seed: draw each episode's noise from its own generator, seeded by (episode_seed, the episode's
+            index): an episode's actions then depend on neither the number of workers nor the order in which
+            episodes end (see ``vla_wmrl.rollout.RolloutPolicy.reset``). Overrides ``generator``.
     """
 
     def __init__(self, policy, deterministic: bool = False, task_override: str | None = None,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, episode_seed: int | None = None):
         self.policy, self.deterministic, self.task_override = policy, deterministic, task_override
-        self.generator = generator
+        self.generator, self.episode_seed = generator, episode_seed
         self.device = next(policy.parameters()).device
+        self._episode_gens: list[torch.Generator] = []
 
-    def reset(self, mask: np.ndarray) -> None:
+    def reset(self, mask: np.ndarray, episodes: np.ndarray | None = None) -> None:
         if np.any(mask):
             self.policy.reset()
+        if self.episode_seed is None:
+            return
+        if episodes is None:
+            raise ValueError("RolloutAdapter(episode_seed=...) needs the episodes' indices: reset(mask, episodes)")
+        if len(self._episode_gens) != len(mask):  # idle workers keep a generator too: their actions are discarded
+            self._episode_gens = [torch.Generator(self.device) for _ in mask]
+        for i in np.flatnonzero(mask):
+            if episodes[i] >= 0:
+                key = np.random.SeedSequence([self.episode_seed, int(episodes[i])]).generate_state(1, np.uint64)[0]
+                self._episode_gens[i].manual_seed(int(key))
 
     @torch.no_grad()
     def act(self, obs: dict, info: dict) -> np.ndarray:
         batch = obs_to_batch(obs, self.policy.config.input_features, self.device)
         if self.task_override is not None:
             batch[TASK] = [self.task_override] * len(batch[TASK])
-        return self.policy.select_action(batch, deterministic=self.deterministic,
-                                         generator=self.generator).cpu().numpy()
+        generator = self._episode_gens if self.episode_seed is not None else self.generator
+        return self.policy.select_action(batch, deterministic=self.deterministic, generator=generator).cpu().numpy()
 
 
 def set_exploration_std(policy, std: float) -> None:

@@ -15,6 +15,7 @@ State statistics come from the dataset and live in the weights (buffers), so a c
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -158,14 +159,20 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         return self.select_action(batch, **kwargs).unsqueeze(1)
 
     @torch.no_grad()
-    def select_action(self, batch: dict, deterministic: bool = False, generator: torch.Generator | None = None,
-                      **kwargs) -> Tensor:
+    def select_action(self, batch: dict, deterministic: bool = False,
+                      generator: torch.Generator | Sequence[torch.Generator] | None = None, **kwargs) -> Tensor:
         """Actions (B, A) in the action range: ``tanh(mean)`` if ``deterministic``, else
-        ``tanh(mean + std * noise)``, mapped from [-1, 1] onto the range."""
+        ``tanh(mean + std * noise)``, mapped from [-1, 1] onto the range. ``generator``: one for the batch, or one
+        per row (each row's noise then depends on its generator alone)."""
         mean, log_std = self._distribution(batch)
         if deterministic:
             return self._unnormalize(torch.tanh(mean))
-        noise = torch.randn(mean.shape, generator=generator, device=mean.device)
+        if isinstance(generator, Sequence):
+            if len(generator) != len(mean):
+                raise ValueError(f"select_action: {len(generator)} generators for a batch of {len(mean)}")
+            noise = torch.stack([torch.randn(mean.shape[1:], generator=g, device=mean.device) for g in generator])
+        else:
+            noise = torch.randn(mean.shape, generator=generator, device=mean.device)
         return self._unnormalize(torch.tanh(mean + log_std.exp() * noise))
 
     # ----------------------------------------------------------------------------- StochasticPolicy ------------- #
