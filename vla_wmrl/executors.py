@@ -71,10 +71,11 @@ class SimExecutor:
         return start_observations(self.start_env, seeds)
 
     def run(self, adapter, seeds: list[int]) -> list[Episode]:
-        """One episode per seed (repeat a seed for a group), over the worker processes."""
+        """One episode per seed (repeat a seed for a group), over the worker processes, returned in the order of
+        ``seeds`` (not the order they finished in, which depends on timing)."""
         from vla_wmrl.rollout import run_episodes
 
-        return list(run_episodes(self.envs, adapter, seeds, max_steps=self.horizon))
+        return sorted(run_episodes(self.envs, adapter, seeds, max_steps=self.horizon), key=lambda ep: ep.index)
 
     def replay(self, sequences: list[np.ndarray], seeds: list[int]) -> list[Episode]:
         """Play fixed action sequences open-loop from seeded resets, one episode per (sequence, seed), returned in
@@ -85,8 +86,7 @@ class SimExecutor:
 
         if len(sequences) != len(seeds):
             raise ValueError(f"replay: {len(sequences)} action sequences for {len(seeds)} seeds")
-        episodes = self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds)
-        return sorted(episodes, key=lambda ep: ep.index)  # episode k played sequences[k]
+        return self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds)  # episode k played sequences[k]
 
     def evaluate(self, policy, episodes: int, seed: int) -> dict:
         """Success rate of the deterministic policy over ``episodes`` seeded episodes of ``eval_horizon`` steps

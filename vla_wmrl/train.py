@@ -351,7 +351,7 @@ class WMRLTrainer:
             checked = replayed if check else []
         else:
             by_seed = {s: [] for s in real_seeds}
-            for ep in sorted(episodes, key=lambda e: e.index):  # the requested order, not the completion order
+            for ep in episodes:  # in the requested order (SimExecutor.run), which the minibatch order indexes
                 by_seed[ep.seed].append(from_episode(ep, self.image_keys))
             real = [r for s in real_seeds for r in by_seed[s]]
             if self.imagined is not None:
