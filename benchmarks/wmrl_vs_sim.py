@@ -125,7 +125,9 @@ def main():
         axes[1].plot([x["real_steps_total"] for x in h], [x["success_rate"] for x in h], "o-", label=arm)
     axes[0].set_xlabel("RL wall-clock (minutes, evaluation excluded)")
     axes[1].set_xlabel("real environment steps")
-    axes[1].set_xscale("symlog", linthresh=1000)
+    axes[1].set_xscale("symlog", linthresh=1000)  # linear up to 1000 steps (an arm at 0 stays on the plot), log above
+    most = max([x["real_steps_total"] for r in results.values() for x in r["history"]] + [1000])
+    axes[1].set_xticks([0] + [10 ** k for k in range(3, len(str(int(most))))])  # not 10^2: it would sit on 0
     for ax in axes:
         ax.set_ylabel("real-simulator success rate")
         ax.grid(alpha=0.3)
