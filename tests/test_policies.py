@@ -70,6 +70,27 @@ def test_contract_shapes_and_determinism(name):
     policy.reset()
 
 
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_sample_is_select_action_with_the_log_prob_of_its_action(name):
+    """``sample`` draws what ``select_action`` draws (same generator, one for the batch or one per row) and scores it
+    as ``log_prob`` does, also where tanh saturates: a rollout's recorded log-probabilities can stand in for the ones a
+    GRPO update would recompute (the ratio starts at 1)."""
+    torch.manual_seed(0)
+    policy = small_policy(name).eval()
+    batch = random_batch(16)
+    for bias in (None, 3.9):  # as trained, and a mean at the soft bound (actions a hair inside the box edge)
+        with torch.no_grad():
+            if bias is not None:
+                policy.mean_head.bias.fill_(bias)
+            for make in (lambda: torch.Generator().manual_seed(3),
+                         lambda: [torch.Generator().manual_seed(i) for i in range(16)]):
+                actions, lp = policy.sample(batch, generator=make())
+                assert torch.equal(actions, policy.select_action(batch, generator=make()))
+                torch.testing.assert_close(lp, policy.log_prob(batch, actions))
+    with pytest.raises(ValueError, match="task_override"):  # the steps would keep another instruction than scored
+        RolloutAdapter(policy, task_override="push the cube", record_log_prob=True)
+
+
 def _samples(policy, bias, n=4000):
     with torch.no_grad():
         policy.mean_head.weight.zero_()

@@ -212,6 +212,34 @@ def test_shuffled_advantages_null_control_permutes_the_update_signal(debug_run, 
     assert any(not np.allclose(s, a) for (a, _), s in zip(produced, used)), "the advantages were never reordered"
 
 
+def test_grpo_ratio_starts_from_the_rollouts_recorded_log_probs(debug_run, tmp_path, monkeypatch):
+    """Imagined and real rollouts record each action's log-probability as it is sampled; the GRPO update uses them
+    (no recomputing pass) and they equal what that pass would give, so the ratio starts at 1. With
+    ``wmrl.rollout_log_prob=false`` the update recomputes them."""
+    import torch
+
+    from vla_wmrl.algos.grpo import GRPO
+
+    tmp, _ = debug_run
+    seen = []
+    real_update = GRPO.update
+
+    def spy_update(self, steps, advantages, weights, index, num_rollouts, prepare=lambda b: b, **kwargs):
+        if "old_log_prob" in steps:
+            recomputed = self.log_prob({k: v for k, v in steps.items() if k != "old_log_prob"}, prepare)
+            torch.testing.assert_close(steps["old_log_prob"], recomputed, atol=1e-4, rtol=1e-4)
+        seen.append("old_log_prob" in steps)
+        return real_update(self, steps, advantages, weights, index, num_rollouts, prepare, **kwargs)
+
+    monkeypatch.setattr(GRPO, "update", spy_update)
+    base = ["wmrl.updates=1", "wmrl.eval_every=0", "wmrl.wm_finetune_every=0", "wmrl.warmup_wm_steps=0"]
+    train.run(_cfg(tmp, *base), tmp_path / "recorded")  # the warm-up's real groups, then imagined + anchor groups
+    assert seen == [True, True]
+    seen.clear()
+    train.run(_cfg(tmp, *base, "wmrl.rollout_log_prob=false"), tmp_path / "recomputed")
+    assert seen == [False, False]
+
+
 def test_torch_threads_sets_and_restores_the_thread_count():
     import torch
 

@@ -34,6 +34,7 @@ class Rollout:
     pred_var: float = float("nan")
     real_success: float = float("nan")   # NaN for imagined rollouts
     frames_imagined: list[np.ndarray] = field(default_factory=list)  # first camera, for videos
+    log_prob: np.ndarray | None = None   # (T,) the rollout policy's log-probability of each action, when recorded
 
     @property
     def length(self) -> int:
@@ -89,6 +90,7 @@ def imagine(imagined_env, adapter, start_obs: dict, horizon: int, score: str = "
     adapter.reset(np.ones(n, bool), np.arange(n))
     image_keys = [k for k in obs if k.startswith("observation.images.")]
     steps = {k: [] for k in [*image_keys, "observation.state", "action"]}
+    log_probs = []  # stays empty unless the adapter records them (RolloutAdapter(record_log_prob=True))
     alive_hist, probs, vars_ = [], [], []
     alive = np.ones(n, bool)
     for _ in range(horizon):
@@ -96,6 +98,8 @@ def imagine(imagined_env, adapter, start_obs: dict, horizon: int, score: str = "
         for k in image_keys + ["observation.state"]:
             steps[k].append(np.asarray(obs[k]))
         steps["action"].append(action)
+        if getattr(adapter, "last_log_prob", None) is not None:
+            log_probs.append(adapter.last_log_prob)
         alive_hist.append(alive.copy())
         obs, _, terminated, truncated, info = imagined_env.step(action)
         probs.append(np.where(alive, info["success_prob"], -1.0))
@@ -106,12 +110,14 @@ def imagine(imagined_env, adapter, start_obs: dict, horizon: int, score: str = "
     probs, vars_, alive_hist = np.stack(probs), np.stack(vars_), np.stack(alive_hist)  # (T, B)
     stacked = {k: np.stack(v, axis=1) for k, v in steps.items()}  # (B, T, ...)
     best = _pick(probs, alive_hist.sum(axis=0), score)
+    log_probs = np.stack(log_probs, axis=1) if len(log_probs) == len(alive_hist) else None  # (B, T)
     out = []
     for i in range(n):
         T = int(alive_hist[:, i].sum())
         out.append(Rollout(images={k: stacked[k][i, :T] for k in image_keys}, state=stacked["observation.state"][i, :T],
                            action=stacked["action"][i, :T], task=str(start_obs["task"][i]),
-                           pred_score=float(probs[best[i], i]), pred_var=float(vars_[best[i], i])))
+                           pred_score=float(probs[best[i], i]), pred_var=float(vars_[best[i], i]),
+                           log_prob=None if log_probs is None else log_probs[i, :T]))
     return out
 
 
@@ -120,7 +126,9 @@ def from_episode(ep: Episode, image_keys: list[str]) -> Rollout:
     return Rollout(images={k: np.stack([f[k] for f in ep.frames]) for k in image_keys},
                    state=np.stack([f["observation.state"] for f in ep.frames]),
                    action=np.stack([f["action"] for f in ep.frames]), task=str(ep.frames[0]["task"]),
-                   real_success=float(ep.success))
+                   real_success=float(ep.success),
+                   log_prob=(np.array([f["action.log_prob"] for f in ep.frames], np.float32)
+                             if all("action.log_prob" in f for f in ep.frames) else None))
 
 
 @torch.no_grad()
@@ -149,12 +157,15 @@ def score_in_world_model(imagined_env, rollouts: list[Rollout], score: str = "fi
 
 def step_batch(rollouts: list[Rollout]) -> tuple[dict, np.ndarray]:
     """Concatenate every step of ``rollouts`` into one batch (uint8 images kept compact) and the rollout index of
-    each step."""
+    each step. When every rollout recorded its log-probabilities, the batch carries them as ``old_log_prob`` (the
+    GRPO ratio's denominator, then not recomputed)."""
     keys = list(rollouts[0].images)
     batch = {k: torch.from_numpy(np.concatenate([r.images[k] for r in rollouts])) for k in keys}
     batch["observation.state"] = torch.from_numpy(np.concatenate([r.state for r in rollouts])).float()
     batch["action"] = torch.from_numpy(np.concatenate([r.action for r in rollouts])).float()
     batch["task"] = [r.task for r in rollouts for _ in range(r.length)]
+    if all(r.log_prob is not None for r in rollouts):
+        batch["old_log_prob"] = torch.from_numpy(np.concatenate([r.log_prob for r in rollouts])).float()
     index = np.concatenate([np.full(r.length, i) for i, r in enumerate(rollouts)])
     return batch, index
 

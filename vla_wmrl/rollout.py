@@ -13,7 +13,10 @@ import numpy as np
 
 
 class RolloutPolicy(Protocol):
-    """What :func:`run_episodes` needs from a policy: batched actions and per-worker episode resets."""
+    """What :func:`run_episodes` needs from a policy: batched actions and per-worker episode resets.
+
+    A policy may also expose ``last_log_prob``: the (num_envs,) log-probabilities of the actions its last ``act``
+    returned (None when it does not record them). Each frame then keeps its action's as ``action.log_prob``."""
 
     def act(self, obs: dict, info: dict) -> np.ndarray:
         """Actions (num_envs, action_dim) for a batched observation and info dict."""
@@ -85,6 +88,7 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int |
     obs, info = start(np.ones(n, bool))
     while any(s is not None for s in slots):
         actions = np.asarray(policy.act(obs, info), dtype=np.float32)
+        log_prob = getattr(policy, "last_log_prob", None)
         next_obs, reward, terminated, truncated, next_info = envs.step(actions)
         done = np.logical_or(terminated, truncated)
         restart = np.zeros(n, dtype=bool)
@@ -95,6 +99,8 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int |
             end = bool(done[i]) or (max_steps is not None and ep.length + 1 >= max_steps)
             frame.update({"action": actions[i], "next.reward": float(reward[i]), "next.done": end,
                           "next.success": bool(next_info["is_success"][i])})
+            if log_prob is not None:
+                frame["action.log_prob"] = float(log_prob[i])
             ep.frames.append(frame)
             if end:
                 ep.success = bool(next_info["is_success"][i])

@@ -116,7 +116,12 @@ class WMRLConfig:
     threads: int = 1                 # torch CPU threads while rolling out (beside the simulator workers)
     update_threads: int | None = None  # torch CPU threads of the GRPO update and world-model fine-tunes, while the
                                        # simulator workers wait (None = every CPU core; 2 on 2 cores: 0.62x the
-                                       # 1-thread time, benchmarks/grpo_threads.py)
+                                       # 1-thread time, benchmarks/grpo_update.py)
+    rollout_log_prob: bool = True    # the GRPO ratio's denominator is the log-probability recorded as each action was
+                                     # sampled (false: recomputed before the update, one more forward pass over every
+                                     # step; for a policy whose rollout inference differs from training, e.g. bf16).
+                                     # Robot episodes keep the action sent after the safety filter and record none:
+                                     # an update with any of them recomputes every step's
     explore_std: float | None = 0.1  # the policy's (pre-tanh) exploration std is set to this before RL; None keeps
                                      # the behaviour-cloned one (Lift, 10-demo BC: std 0.3 -> 2-6% success when
                                      # sampling vs 58% deterministic; 0.1 -> 25%, 0.05 -> 48%)
@@ -272,7 +277,7 @@ class WMRLTrainer:
                 raise ValueError("correction.calibration_pairs=matched pairs the imagination check's scores with the "
                                  "anchor groups' real outcomes, so it needs " + "; ".join(problems) +
                                  "; or use correction.calibration_pairs=rollout")
-        self.adapter = RolloutAdapter(policy)
+        self.adapter = RolloutAdapter(policy, record_log_prob=cfg.rollout_log_prob)
         self.update_threads = cfg.update_thread_count()  # GRPO and world-model fine-tunes
         self.rng = np.random.default_rng(seed)
         self.branch_rng = np.random.default_rng(seed + 1)
@@ -327,8 +332,8 @@ class WMRLTrainer:
             if replay:
                 episodes = self.executor.replay([r.action for r in replayed], real_group_seeds)
             else:
-                episodes = self.executor.run(RolloutAdapter(self.policy, episode_seed=2 * seeds[0] + 1),
-                                             real_group_seeds)
+                episodes = self.executor.run(RolloutAdapter(self.policy, episode_seed=2 * seeds[0] + 1,
+                                                            record_log_prob=cfg.rollout_log_prob), real_group_seeds)
             return episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:

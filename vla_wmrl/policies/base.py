@@ -34,6 +34,15 @@ class StochasticPolicy(abc.ABC):
         """Actions (B, A) for a batch of observations: sampled (noise from ``generator``: one for the batch, one per
         row, or torch's global one when None), or the distribution's central action."""
 
+    def sample(self, batch: dict, generator: torch.Generator | Sequence[torch.Generator] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sampled actions (B, A), as ``select_action`` draws them, and their log-probabilities (B,), as ``log_prob``
+        scores them. The rollout then carries the log-probabilities the RL update's ratio starts from, and the update
+        need not recompute them. This default takes two forward passes; a policy overrides it to take one."""
+        with torch.no_grad():
+            actions = self.select_action(batch, generator=generator)
+            return actions, self.log_prob(batch, actions)
+
     @abc.abstractmethod
     def log_prob(self, batch: dict, actions: torch.Tensor) -> torch.Tensor:
         """Log-probability density (B,) of ``actions`` (B, A) under the policy; differentiable."""
@@ -159,12 +168,20 @@ class RolloutAdapter:
         episode_seed: draw each episode's noise from its own generator, seeded by (episode_seed, the episode's
             index): an episode's actions then depend on neither the number of workers nor the order in which
             episodes end (see ``vla_wmrl.rollout.RolloutPolicy.reset``). Overrides ``generator``.
+        record_log_prob: keep the log-probability of each sampled action in ``last_log_prob`` (``policy.sample``),
+            which ``run_episodes`` and ``imagine`` store with the steps, so a GRPO update need not recompute it.
     """
 
     def __init__(self, policy, deterministic: bool = False, task_override: str | None = None,
-                 generator: torch.Generator | None = None, episode_seed: int | None = None):
+                 generator: torch.Generator | None = None, episode_seed: int | None = None,
+                 record_log_prob: bool = False):
         self.policy, self.deterministic, self.task_override = policy, deterministic, task_override
         self.generator, self.episode_seed = generator, episode_seed
+        if record_log_prob and task_override is not None:  # the steps keep the env's instruction, not the override
+            raise ValueError("RolloutAdapter: record_log_prob scores actions under the instruction the steps keep; "
+                             "it cannot be combined with task_override")
+        self.record_log_prob = record_log_prob
+        self.last_log_prob: np.ndarray | None = None  # (num_envs,) log-probabilities of the last actions, if recorded
         self.device = next(policy.parameters()).device
         self._episode_gens: list[torch.Generator] = []
 
@@ -188,6 +205,11 @@ class RolloutAdapter:
         if self.task_override is not None:
             batch[TASK] = [self.task_override] * len(batch[TASK])
         generator = self._episode_gens if self.episode_seed is not None else self.generator
+        self.last_log_prob = None
+        if self.record_log_prob and not self.deterministic:
+            actions, log_prob = self.policy.sample(batch, generator=generator)
+            self.last_log_prob = log_prob.float().cpu().numpy()
+            return actions.cpu().numpy()
         return self.policy.select_action(batch, deterministic=self.deterministic, generator=generator).cpu().numpy()
 
 

@@ -167,6 +167,18 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         mean, log_std = self._distribution(batch)
         if deterministic:
             return self._unnormalize(torch.tanh(mean))
+        return self._draw(mean, log_std, generator)
+
+    @torch.no_grad()
+    def sample(self, batch: dict, generator: torch.Generator | Sequence[torch.Generator] | None = None
+               ) -> tuple[Tensor, Tensor]:
+        """``select_action``'s sample and its ``log_prob``, from one forward pass. The log-probability is taken of the
+        returned action (not of the pre-tanh draw), exactly as ``log_prob`` will score it."""
+        mean, log_std = self._distribution(batch)
+        actions = self._draw(mean, log_std, generator)
+        return actions, self._action_log_prob(mean, log_std, actions)
+
+    def _draw(self, mean: Tensor, log_std: Tensor, generator) -> Tensor:
         if isinstance(generator, Sequence):
             if len(generator) != len(mean):
                 raise ValueError(f"select_action: {len(generator)} generators for a batch of {len(mean)}")
@@ -180,6 +192,9 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         """log p(a) = log N(atanh x; mean, std) - sum log(1 - x^2) - sum log h, with x = (a - c) / h the action
         in [-1, 1], summed over action dimensions -> (B,)."""
         mean, log_std = self._distribution(batch)
+        return self._action_log_prob(mean, log_std, actions)
+
+    def _action_log_prob(self, mean: Tensor, log_std: Tensor, actions: Tensor) -> Tensor:
         return self._log_prob(mean, log_std, self._normalize(actions)) - self.action_half.log().sum()
 
     def entropy(self, batch: dict) -> Tensor:
