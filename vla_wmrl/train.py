@@ -120,8 +120,8 @@ class WMRLConfig:
     rollout_log_prob: bool = True    # the GRPO ratio's denominator is the log-probability recorded as each action was
                                      # sampled (false: recomputed before the update, one more forward pass over every
                                      # step; for a policy whose rollout inference differs from training, e.g. bf16).
-                                     # Robot episodes keep the action sent after the safety filter and record none:
-                                     # an update with any of them recomputes every step's
+                                     # Robot episodes keep the action sent after the safety filter and record no
+                                     # log-probabilities, so an update that includes any recomputes them all
     explore_std: float | None = 0.1  # the policy's (pre-tanh) exploration std is set to this before RL; None keeps
                                      # the behaviour-cloned one (Lift, 10-demo BC: std 0.3 -> 2-6% success when
                                      # sampling vs 58% deterministic; 0.1 -> 25%, 0.05 -> 48%)
