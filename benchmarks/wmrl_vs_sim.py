@@ -66,6 +66,8 @@ def main():
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the trainer (after --)")
     args = parser.parse_args()
     overrides = args.overrides
+    if not any(o.startswith("max_minutes=") for o in overrides):
+        overrides = ["max_minutes=null", *overrides]  # arms are compared at their RL budgets, not the default run's
     if args.budget_fraction is not None:
         if not 0 < args.budget_fraction:
             parser.error(f"--budget-fraction must be > 0, got {args.budget_fraction}")

@@ -1,10 +1,10 @@
 """The whole pipeline, shrunk (`+experiment=debug` on `mujoco_reach`): every stage runs for real, end to end."""
 
+import functools
 import json
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 from hydra import compose, initialize
 
@@ -145,6 +145,28 @@ def test_warmup_trains_the_policy_and_the_rl_budget_stops_updates(debug_run, tmp
     a = load_file(str(tmp_path / "frozen" / "policy" / "model.safetensors"))
     b = load_file(str(tmp_path / "budget" / "policy" / "model.safetensors"))
     assert any(not (a[k] == b[k]).all() for k in a), "the warm-up update did not change the policy"
+
+
+def test_whole_run_budget_leaves_the_final_evaluation_its_time(debug_run, tmp_path):
+    """max_minutes bounds the whole run: with the stages (cached here) past it, no warm-up or update starts, and the
+    base policy is still evaluated, saved and reported; the pace rule refuses an update that would not fit."""
+    from types import SimpleNamespace
+
+    tmp, _ = debug_run
+    spent = train.run(_cfg(tmp, "wmrl.warmup_groups=1", "max_minutes=1e-6"), tmp_path / "spent")
+    assert spent["updates"] == 0 and spent["real_env_steps"] == 0 and spent["max_minutes"] == 1e-6
+    assert len(spent["history"]) == 1 and (tmp_path / "spent" / "policy" / "model.safetensors").exists()
+
+    trainer = SimpleNamespace(cfg=SimpleNamespace(max_minutes=None), update_seconds=[], warmup_seconds=30.0,
+                              train_seconds=100.0)
+    stops = functools.partial(train.WMRLTrainer.out_of_time, trainer)
+    assert stops(29.0) and not stops(31.0) and not stops(None)  # before the first update: the warm-up's pace
+    trainer.update_seconds = [5.0, 20.0, 8.0, 9.0]  # then the slowest of the last three
+    assert stops(19.0) and not stops(21.0)
+    trainer.cfg.max_minutes = 121.0 / 60  # the RL budget (wmrl.max_minutes) applies on its own: 100 s spent + 20
+    assert not stops(None) and not stops(1e9)
+    trainer.cfg.max_minutes = 119.0 / 60
+    assert stops(None) and stops(1e9)
 
 
 def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():

@@ -85,7 +85,7 @@ class WMRLConfig:
     score: str = "final"             # a rollout's world-model score: success probability at its last step (final)
                                      # or the highest along it (max; biased up for long, failed rollouts)
     num_envs: int = 2                # simulator worker processes (real rollouts and evaluation)
-    eval_every: int = 5              # updates between real-simulator evaluations (0 = only at the end)
+    eval_every: int = 10             # updates between real-simulator evaluations (0 = only at the end)
     eval_episodes: int = 50          # seeded evaluation episodes (seeds disjoint from training)
     eval_horizon: int | None = None  # steps per evaluation episode (None = the task's, sim.horizon, as in
                                      # `python -m vla_wmrl.eval`; training rollouts stay at ``horizon``)
@@ -284,6 +284,7 @@ class WMRLTrainer:
         self.null_rng = np.random.default_rng(seed + 2)  # shuffle_advantages (a null control) only
         self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
         self.update_seconds: list[float] = []  # duration of each update of this process (the max_minutes pace)
+        self.warmup_seconds = 0.0  # this process's warm-up: the pace estimate before its first update
         # The most recent real rollouts: world-model fine-tuning data, and imagine_from=real's branch points.
         self.recent_real: list[Rollout] = []
         self.history: list[dict] = []
@@ -449,12 +450,13 @@ class WMRLTrainer:
             return self.algo.update(steps, advantages, weights, index, num_rollouts=max(int(out.valid.sum()), 1),
                                     prepare=to_policy_batch, generator=torch.Generator().manual_seed(int(key)))
 
-    def out_of_time(self) -> bool:
-        """Whether another update, at the pace of the slowest of the last three, would end past ``max_minutes``."""
-        if self.cfg.max_minutes is None:
-            return False
-        pace = max(self.update_seconds[-3:], default=0.0)
-        return self.train_seconds + pace > 60 * self.cfg.max_minutes
+    def out_of_time(self, seconds_left: float | None = None) -> bool:
+        """Whether another update, at the pace of the slowest of the last three (before the first: the warm-up's),
+        would end past ``max_minutes`` of RL or, given ``seconds_left`` (the whole run's budget), past that."""
+        pace = max(self.update_seconds[-3:], default=self.warmup_seconds)
+        if seconds_left is not None and pace > seconds_left:
+            return True
+        return self.cfg.max_minutes is not None and self.train_seconds + pace > 60 * self.cfg.max_minutes
 
     def warmup(self) -> dict:
         """Before the first update: ``warmup_groups`` real groups of the starting policy. Their (predicted, real)
@@ -479,9 +481,10 @@ class WMRLTrainer:
         self.real_steps += collected["real_steps"]
         if cfg.warmup_wm_steps:
             metrics.update(self.finetune_world_model(cfg.warmup_wm_steps))
-        self.train_seconds += time.perf_counter() - t0
+        self.warmup_seconds = time.perf_counter() - t0
+        self.train_seconds += self.warmup_seconds
         metrics.update({"warmup_success": float(real.mean()), "warmup_real_steps": collected["real_steps"],
-                        "warmup_seconds": time.perf_counter() - t0})
+                        "warmup_seconds": self.warmup_seconds})
         log.info("warm-up: %d real rollouts (success %.2f), %s, world model fine-tuned %d steps in %.0f s",
                  real.size, metrics["warmup_success"], "one GRPO update" if cfg.warmup_train else "no policy update",
                  cfg.warmup_wm_steps, metrics["warmup_seconds"])
@@ -723,10 +726,19 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     try:
         if cfg.resume and ckpt.exists():
             trainer.load(ckpt)
+        eval_seconds = [0.0]  # the last evaluation's duration: the final one's estimate
+
+        def seconds_left() -> float | None:
+            """The whole-run budget left once a final evaluation is set aside (None: no budget)."""
+            if cfg.get("max_minutes") is None:
+                return None
+            return t_start + 60 * cfg.max_minutes - time.perf_counter() - eval_seconds[0]
 
         def record_eval(videos: bool = True) -> None:
             video_dir = run_dir / "videos" / f"update_{trainer.update_idx:04d}" if videos else None
+            t_eval = time.perf_counter()
             ev = trainer.evaluate(wcfg.eval_episodes, video_dir)
+            eval_seconds[0] = time.perf_counter() - t_eval
             trainer.history.append({"update": trainer.update_idx, "success_rate": ev["success_rate"],
                                     "real_steps_total": trainer.real_steps, "train_seconds": trainer.train_seconds})
             writer.add_scalar("eval/success_rate", ev["success_rate"], trainer.update_idx)
@@ -734,11 +746,16 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
 
         if trainer.update_idx == 0:
             record_eval(videos=False)  # the base policy
-            for k, v in trainer.warmup().items():
-                writer.add_scalar(k if "/" in k else f"train/{k}", v, 0)
+            left = seconds_left()
+            if left is not None and left <= 0:
+                log.warning("max_minutes=%g: the stages left no time for RL (%.1f min so far); raise max_minutes "
+                            "(null = no budget)", cfg.max_minutes, (time.perf_counter() - t_start) / 60)
+            else:
+                for k, v in trainer.warmup().items():
+                    writer.add_scalar(k if "/" in k else f"train/{k}", v, 0)
 
         with tqdm(total=wcfg.updates, initial=trainer.update_idx, desc=f"wmrl[{wcfg.mode}]", unit="update") as bar:
-            while trainer.update_idx < wcfg.updates and not trainer.out_of_time():
+            while trainer.update_idx < wcfg.updates and not trainer.out_of_time(seconds_left()):
                 m = trainer.update()
                 for k, v in m.items():
                     if isinstance(v, (int, float)) and np.isfinite(v):
@@ -750,8 +767,10 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                 bar.update(1)
                 trainer.save(ckpt)
         if trainer.update_idx < wcfg.updates:
-            log.info("RL budget wmrl.max_minutes=%g reached: stopped after %d of %d updates (%.0f s of RL)",
-                     wcfg.max_minutes, trainer.update_idx, wcfg.updates, trainer.train_seconds)
+            log.warning("%s reached: stopped after %d of %d updates (%.0f s of RL, %.1f min so far)",
+                        f"RL budget wmrl.max_minutes={wcfg.max_minutes:g}" if wcfg.max_minutes is not None and
+                        trainer.out_of_time() else f"whole-run budget max_minutes={cfg.max_minutes:g}",
+                        trainer.update_idx, wcfg.updates, trainer.train_seconds, (time.perf_counter() - t_start) / 60)
         if trainer.train_seconds > trainer.history[-1]["train_seconds"]:  # trained since the last evaluation
             record_eval()
             trainer.save(ckpt)
@@ -768,6 +787,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                    "history": trainer.history, "policy_path": str(run_dir / "policy"), "sft_policy": str(policy_path),
                    "world_model": str(wm_path) if wm_path else None, "eval_episodes": wcfg.eval_episodes,
                    "eval_horizon": getattr(executor, "eval_horizon", wcfg.horizon),
+                   "max_minutes": cfg.get("max_minutes"),
                    "correction_stats": trainer.corrector.stats()}
     finally:
         writer.close()
