@@ -34,9 +34,10 @@ ARMS = {  # arm -> trainer overrides
     "wmrl_debias": ["wmrl.mode=wmrl", "correction=debias"],
     "wmrl_denoise": ["wmrl.mode=wmrl", "correction=denoise"],
     "wmrl_both": ["wmrl.mode=wmrl", "correction=both"],
-    # A 2-group warm-up instead of 8: at equal time the 8 real warm-up groups (one simulator-RL update, ~140 s on
-    # Lift) cost as much as 3 WMRL updates. The calibrator then reaches its min_pairs (64) only at update 6.
-    "wmrl_both_warmup2": ["wmrl.mode=wmrl", "correction=both", "wmrl.warmup_groups=2"],
+    # The warm-up before session 18's default (2 groups): 8 real groups cost one simulator-RL update (~140 s on Lift),
+    # as much as 3 WMRL updates; with 2 the calibrator reaches its min_pairs (64) only at update 6. The results in
+    # benchmarks/results/ before session 18 ran the wmrl arms with 8 (arm wmrl_both_warmup2 was today's wmrl_both).
+    "wmrl_both_warmup8": ["wmrl.mode=wmrl", "correction=both", "wmrl.warmup_groups=8"],
     # Anchor groups imagined and replayed in the simulator: the calibrator learns from imagined rollouts' scores
     # (benchmarks/calibration_pairs.py); same real steps per update.
     "wmrl_both_replay": ["wmrl.mode=wmrl", "correction=both", "wmrl.anchor_mode=replay"],
