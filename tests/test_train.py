@@ -125,7 +125,8 @@ def test_warmup_runs_the_starting_policy_for_real_and_fine_tunes_the_world_model
 
 def test_warmup_trains_the_policy_and_the_rl_budget_stops_updates(debug_run, tmp_path, monkeypatch):
     """wmrl.warmup_train: the warm-up's real groups make a GRPO update; wmrl.max_minutes: no update starts past the
-    budget (here the warm-up alone spends it), and the policy trained so far is still evaluated and saved."""
+    budget (here the warm-up alone spends it), and the policy trained so far is still evaluated and saved; resuming
+    that run continues it without repeating the base evaluation or the warm-up."""
     from safetensors.torch import load_file
 
     tmp, _ = debug_run
@@ -145,6 +146,18 @@ def test_warmup_trains_the_policy_and_the_rl_budget_stops_updates(debug_run, tmp
     a = load_file(str(tmp_path / "frozen" / "policy" / "model.safetensors"))
     b = load_file(str(tmp_path / "budget" / "policy" / "model.safetensors"))
     assert any(not (a[k] == b[k]).all() for k in a), "the warm-up update did not change the policy"
+
+    # resume=true continues the budget-stopped run: no second base evaluation or warm-up, its steps kept
+    calls = {"warmup": 0, "evaluate": 0}
+    for name in calls:
+        def counted(self, *args, _real=getattr(train.WMRLTrainer, name), _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(self, *args, **kwargs)
+        monkeypatch.setattr(train.WMRLTrainer, name, counted)
+    resumed = train.run(_cfg(tmp, *common, "wmrl.updates=1", "resume=true"), tmp_path / "budget")
+    assert calls == {"warmup": 0, "evaluate": 1} and resumed["updates"] == 1
+    assert resumed["history"][:2] == warm["history"] and resumed["history"][2]["update"] == 1
+    assert resumed["real_env_steps"] > warm["real_env_steps"] and resumed["rl_seconds"] > warm["rl_seconds"]
 
 
 def test_whole_run_budget_leaves_the_final_evaluation_its_time(debug_run, tmp_path):

@@ -284,7 +284,8 @@ class WMRLTrainer:
         self.null_rng = np.random.default_rng(seed + 2)  # shuffle_advantages (a null control) only
         self.update_idx, self.real_steps, self.train_seconds = 0, 0, 0.0
         self.update_seconds: list[float] = []  # duration of each update of this process (the max_minutes pace)
-        self.warmup_seconds = 0.0  # this process's warm-up: the pace estimate before its first update
+        self.warmup_seconds = 0.0  # the warm-up's duration: the pace estimate before the first update
+        self.warmed_up = False  # the warm-up ran (a resumed run does not repeat it)
         # The most recent real rollouts: world-model fine-tuning data, and imagine_from=real's branch points.
         self.recent_real: list[Rollout] = []
         self.history: list[dict] = []
@@ -483,6 +484,7 @@ class WMRLTrainer:
             metrics.update(self.finetune_world_model(cfg.warmup_wm_steps))
         self.warmup_seconds = time.perf_counter() - t0
         self.train_seconds += self.warmup_seconds
+        self.warmed_up = True
         metrics.update({"warmup_success": float(real.mean()), "warmup_real_steps": collected["real_steps"],
                         "warmup_seconds": self.warmup_seconds})
         log.info("warm-up: %d real rollouts (success %.2f), %s, world model fine-tuned %d steps in %.0f s",
@@ -544,6 +546,8 @@ class WMRLTrainer:
                     "rng": self.rng.bit_generator.state,
                     "null_rng": self.null_rng.bit_generator.state, "update_idx": self.update_idx,
                     "real_steps": self.real_steps, "train_seconds": self.train_seconds,
+                    "warmed_up": self.warmed_up, "warmup_seconds": self.warmup_seconds,
+                    "update_seconds": self.update_seconds[-3:],
                     "wm_opt": self.wm_opt.state_dict() if self.imagined is not None else None,
                     "history": self.history}, tmp / "trainer.pt")
         (tmp / "corrector.json").write_text(json.dumps(self.corrector.state_dict()))
@@ -566,6 +570,10 @@ class WMRLTrainer:
             self.null_rng.bit_generator.state = state["null_rng"]
         self.update_idx, self.real_steps = state["update_idx"], state["real_steps"]
         self.train_seconds, self.history = state["train_seconds"], state["history"]
+        # the pace of the max_minutes budgets; checkpoints from before these keys: warmed up if trained at all
+        self.warmed_up = state.get("warmed_up", self.train_seconds > 0)
+        self.warmup_seconds = state.get("warmup_seconds", 0.0)
+        self.update_seconds = list(state.get("update_seconds", []))
         self.corrector.load_state_dict(json.loads((path / "corrector.json").read_text()))
         if self.world_model is not None and (path / "world_model").exists():
             self.world_model.load_weights(path / "world_model")
@@ -726,7 +734,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     try:
         if cfg.resume and ckpt.exists():
             trainer.load(ckpt)
-        eval_seconds = [0.0]  # the last evaluation's duration: the final one's estimate
+        eval_seconds = [trainer.history[-1].get("eval_seconds", 0.0) if trainer.history else 0.0]  # the last
+        # evaluation's duration: the final one's estimate
 
         def seconds_left() -> float | None:
             """The whole-run budget left once a final evaluation is set aside (None: no budget)."""
@@ -740,12 +749,14 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
             ev = trainer.evaluate(wcfg.eval_episodes, video_dir)
             eval_seconds[0] = time.perf_counter() - t_eval
             trainer.history.append({"update": trainer.update_idx, "success_rate": ev["success_rate"],
-                                    "real_steps_total": trainer.real_steps, "train_seconds": trainer.train_seconds})
+                                    "real_steps_total": trainer.real_steps, "train_seconds": trainer.train_seconds,
+                                    "eval_seconds": eval_seconds[0]})
             writer.add_scalar("eval/success_rate", ev["success_rate"], trainer.update_idx)
             writer.add_scalar("eval/success_rate_vs_seconds", ev["success_rate"], int(trainer.train_seconds))
 
-        if trainer.update_idx == 0:
+        if not trainer.history:
             record_eval(videos=False)  # the base policy
+        if trainer.update_idx == 0 and not trainer.warmed_up:  # a resumed run has its base and warm-up already
             left = seconds_left()
             if left is not None and left <= 0:
                 log.warning("max_minutes=%g: the stages left no time for RL (%.1f min so far); raise max_minutes "
@@ -753,6 +764,8 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
             else:
                 for k, v in trainer.warmup().items():
                     writer.add_scalar(k if "/" in k else f"train/{k}", v, 0)
+                if trainer.warmed_up:
+                    trainer.save(ckpt)  # a run killed during update 1 resumes after its warm-up
 
         with tqdm(total=wcfg.updates, initial=trainer.update_idx, desc=f"wmrl[{wcfg.mode}]", unit="update") as bar:
             while trainer.update_idx < wcfg.updates and not trainer.out_of_time(seconds_left()):
