@@ -13,8 +13,10 @@ World model (a learned video world model with a success head; cost ``wm_cost`` p
     * Familiarity: n[k, a] = real episodes of (k, a) in the world model's training data. Offline data come from a
       behaviour policy that covers each context unevenly (Dirichlet(0.5) preferences, mildly tilted towards actions that
       work, as demonstrations are): n ~ Poisson(offline_per_context * q[k, a]). Every real (anchor) episode collected
-      during training adds 1 to its n, standing in for fine-tuning the world model on new real episodes. All arms share
-      this: a raw-WM arm also fine-tunes on its anchors. u(n) = 1 / sqrt(1 + n / n_half) is the "unfamiliarity".
+      during training adds ``finetune_rate`` (1) to its n, standing in for fine-tuning the world model on new real
+      episodes. All arms share this: a raw-WM arm also fine-tunes on its anchors. ``--finetune-rate 0`` freezes the
+      world model, as the trainer's Lift default does (``wmrl.wm_finetune_every=0``): its errors then never shrink
+      where the policy goes. u(n) = 1 / sqrt(1 + n / n_half) is the "unfamiliarity".
     * Member m of an M-member ensemble predicts, in logit space,
           l_m = T * (logit P + beta * u + sigma * u * (rho * z0[k, a] + sqrt(1 - rho^2) * z_m[k, a])) + eps,
       with fixed z ~ N(0, 1) (a trained network's errors are persistent, not resampled per call) and eps ~ N(0, call_sd)
@@ -118,6 +120,7 @@ class BanditConfig:
     rho: float = 0.5  # fraction of the error shared across ensemble members (correlation)
     members: int = 5  # ensemble size M
     call_sd: float = 0.3  # per-rollout sampling noise (logits)
+    finetune_rate: float = 1.0  # familiarity each real (anchor) episode adds to its pair; 0: a frozen world model
     wm_cost: float = 0.01  # compute of one imagined rollout (a real execution costs 1)
     anchor_fraction: float = 0.1  # anchor groups per step in world-model arms (>= 1)
     eval_every: int = 5  # steps between evaluations of the true expected reward
@@ -191,7 +194,7 @@ def run_arm(
         pa = P[ctx[anchor][:, None], acts[anchor]]
         real[anchor] = (rng.random(pa.shape) < pa).astype(float)
         compute += anchor.sum() * G
-        np.add.at(env["n"], (np.repeat(ctx[anchor], G), acts[anchor].ravel()), 1.0)  # fine-tune on anchor episodes
+        np.add.at(env["n"], (np.repeat(ctx[anchor], G), acts[anchor].ravel()), cfg.finetune_rate)  # fine-tuning
 
         real_var = None
         if oracle_noise:
@@ -355,7 +358,7 @@ def run_setting(cfg: BanditConfig, seeds: int, lr: float, real_runs: list[dict],
     }, results
 
 
-def plot(settings: dict, path: Path, seeds: int) -> None:
+def plot(settings: dict, path: Path, seeds: int, panels: list[str]) -> None:
     """Per optimism level (plus the reference core): seed mean +- std of every arm against compute, and below it each
     arm's seed-mean difference to raw_wm (which the std band, dominated by seed-to-seed optima, hides); the option
     settings of the same world model are overlaid as dashed/dotted 'both' curves."""
@@ -364,7 +367,6 @@ def plot(settings: dict, path: Path, seeds: int) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [k for k in ("main", "main_reference_core", "low_optimism", "high_optimism") if k in settings]
     overlays = {"main": ["main_uncertainty_calibration", "main_known_outcome_noise"],
                 "low_optimism": ["low_optimism_uncertainty_calibration"],
                 "high_optimism": ["high_optimism_uncertainty_calibration"]}
@@ -436,13 +438,14 @@ def main() -> None:
     real_runs = real_by_lr[lr]
 
     settings = {}
-    levels = [("main", cfg.beta)] + ([("low_optimism", cfg.beta_low), ("high_optimism", cfg.beta_high)] if args.sweep else [])
+    main_label = "main" if cfg.finetune_rate == 1.0 else f"main_finetune_rate_{cfg.finetune_rate:g}"
+    levels = [(main_label, cfg.beta)] + ([("low_optimism", cfg.beta_low), ("high_optimism", cfg.beta_high)] if args.sweep else [])
     for label, beta in levels:
         wm_cfg = replace(cfg, beta=beta)
         settings[label], base = run_setting(wm_cfg, args.seeds, lr, real_runs, label)
         if not args.sweep:
             continue
-        if label == "main":
+        if label == main_label:
             settings["main_reference_core"], _ = run_setting(
                 wm_cfg, args.seeds, lr, real_runs, "main_reference_core", REFERENCE_CORE, ["debias", "denoise", "both"], base)
             settings["main_known_outcome_noise"], _ = run_setting(
@@ -461,7 +464,8 @@ def main() -> None:
         json.dumps({"seeds": args.seeds, "lr_grid_real_only_final": lr_grid, "lr": lr, "settings": settings},
                    separators=(",", ":"))
     )
-    plot(settings, out_dir / "reward_vs_compute.png", args.seeds)
+    panels = [main_label] + (["main_reference_core"] if args.sweep else []) + [label for label, _ in levels[1:]]
+    plot(settings, out_dir / "reward_vs_compute.png", args.seeds, panels)
     print("wrote", out_dir / "results.json", out_dir / "reward_vs_compute.png")
 
 
