@@ -224,6 +224,49 @@ def test_resume_continues_and_refuses_silent_restart(trained_reach, reach_datase
     assert resumed["steps"] == summary["steps"] + 5
 
 
+def test_success_balanced_finetune_windows(trained_reach, reach_dataset):
+    """Fine-tuning windows: ``success_frac`` of the new episodes' windows hold a success label (uniform windows
+    rarely do); fine-tuning on them raises the predicted success where the episodes succeed, and with no success in
+    the data, or ``success_frac=0``, sampling is uniform."""
+    from vla_wmrl.train_world_model import (FRAMES, STATES, ACTIONS, SUCCESS, STEP_MASK, finetune, load_episodes,
+                                            make_windows, sample_starts, success_window_starts)
+
+    data = load_episodes([reach_dataset], [IMAGE_KEY])
+    K = 2
+
+    def holds_success(idx):
+        w = make_windows(data, idx, 2, K)
+        return ((w[SUCCESS] * w[STEP_MASK]).amax(1) > 0.5).float()
+
+    pool = success_window_starts(data, K)
+    assert len(pool) and holds_success(pool).all()  # every start it returns holds a success in its own episode
+    gen = torch.Generator().manual_seed(0)
+    uniform = holds_success(sample_starts(data, 400, gen, K)).mean()
+    balanced = holds_success(sample_starts(data, 400, gen, K, success_frac=0.5)).mean()
+    assert balanced >= 0.5 > uniform, (uniform, balanced)
+    none = data.subset(range(len(data.episodes)))
+    none.success.zero_()
+    assert len(sample_starts(none, 16, gen, K, success_frac=0.5)) == 16  # nothing to balance: uniform
+    with pytest.raises(ValueError, match="success_frac"):
+        sample_starts(data, 16, gen, K, success_frac=1.5)
+
+    run_dir, _ = trained_reach
+    probe = make_windows(data, pool, 2, K)
+    t = probe[SUCCESS].argmax(1)  # the step (0..K-1) of each probe window that holds the success label
+    probs = {}
+    for frac in (0.0, 0.5):
+        model = load_world_model(run_dir / "checkpoints" / "last")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        losses = finetune(model, opt, data, data, 15, torch.Generator().manual_seed(1), batch_size=16,
+                          success_frac=frac)
+        assert len(losses) == 15 and np.isfinite(losses).all()
+        with torch.no_grad():
+            pred = model.predict(probe[FRAMES][:, :2], probe[STATES][:, :2], probe[ACTIONS],
+                                 generator=torch.Generator().manual_seed(0))
+        probs[frac] = float(pred.success_prob[torch.arange(len(t)), t].mean())
+    assert probs[0.5] > probs[0.0], probs
+
+
 def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(reach_dataset, tmp_path, monkeypatch):
     from world_models.conv import ConvWorldModel
     from vla_wmrl.train_world_model import NonFiniteLossError

@@ -92,6 +92,7 @@ class WMRLConfig:
     wm_finetune_every: int = 0       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
     wm_finetune_lr: float = 1e-4    # 3e-4 wiped out the success predictions on Lift (docs/world_models.md)
+    wm_finetune_success_frac: float = 0.0  # of the new episodes' windows, the fraction drawn holding a success label
     warmup_groups: int = 2           # real groups of the starting policy run before the first update: the calibrator
                                      # and the imagination gap get their first observations (with warmup_wm_steps the
                                      # world model also trains on them; counted as RL time/steps)
@@ -255,6 +256,8 @@ class WMRLTrainer:
             self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
         if cfg.score not in SCORES:
             raise ValueError(f"unknown wmrl.score {cfg.score!r}; valid: {list(SCORES)}")
+        if not 0.0 <= cfg.wm_finetune_success_frac <= 1.0:
+            raise ValueError(f"wmrl.wm_finetune_success_frac must be in [0, 1], got {cfg.wm_finetune_success_frac}")
         if cfg.imagine_from not in IMAGINE_FROM:
             raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
         if cfg.anchor_mode not in ANCHOR_MODES:
@@ -499,32 +502,16 @@ class WMRLTrainer:
     def finetune_world_model(self, steps: int | None = None) -> dict:
         """``steps`` (default ``wm_finetune_steps``) gradient steps on windows from the recent real episodes,
         mixed half-half with the original data so the world model follows the changing policy without forgetting."""
-        from vla_wmrl.train_world_model import make_windows
+        from vla_wmrl.train_world_model import finetune
 
         if not self.recent_real or self.wm_data is None:
             return {}
         new = rollouts_to_episode_data(self.recent_real[-RECENT_REAL:], self.image_keys)
-        wm, cfg = self.world_model, self.cfg
-        wm.train()
-        gen = torch.Generator().manual_seed(self.seed + self.update_idx)
-        losses = []
-        for _ in range(cfg.wm_finetune_steps if steps is None else steps):
-            half = 16
-            parts = [make_windows(new, torch.randint(len(new), (half,), generator=gen), wm.cfg.context,
-                                  wm.cfg.rollout_steps),
-                     make_windows(self.wm_data, torch.randint(len(self.wm_data), (half,), generator=gen),
-                                  wm.cfg.context, wm.cfg.rollout_steps)]
-            batch = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-            loss, _ = wm.loss(batch, generator=gen)
-            if not torch.isfinite(loss):
-                log.warning("world-model fine-tune loss is %s; skipping this fine-tune", float(loss))
-                break
-            self.wm_opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(wm.parameters(), 1.0)
-            self.wm_opt.step()
-            losses.append(loss.item())
-        wm.eval()
+        cfg = self.cfg
+        losses = finetune(self.world_model, self.wm_opt, new, self.wm_data,
+                          cfg.wm_finetune_steps if steps is None else steps,
+                          torch.Generator().manual_seed(self.seed + self.update_idx),
+                          success_frac=cfg.wm_finetune_success_frac)
         return {"wm/finetune_loss": float(np.mean(losses)) if losses else float("nan")}
 
     def evaluate(self, episodes: int, video_dir: Path | None = None) -> dict:

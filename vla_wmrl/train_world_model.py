@@ -181,6 +181,50 @@ def make_windows(data: EpisodeData, index: torch.Tensor, context: int, steps: in
             STEP_MASK: step_mask, FRAME_MASK: frame_mask}
 
 
+def success_window_starts(data: EpisodeData, steps: int) -> torch.Tensor:
+    """Frame indices whose ``steps``-step window (:func:`make_windows`) holds a success label of its own episode."""
+    succ = torch.nonzero(data.success > 0.5).flatten()
+    starts = (succ[:, None] - torch.arange(steps)[None]).flatten()
+    return torch.unique(starts[starts >= data.ep_start[succ].repeat_interleave(steps)])
+
+
+def sample_starts(data: EpisodeData, n: int, gen: torch.Generator, steps: int, success_frac: float = 0.0) -> torch.Tensor:
+    """``n`` window starts drawn uniformly over frames, except that ``round(success_frac * n)`` of them are drawn from
+    the windows holding a success label (when ``data`` has any). A successful episode has one success frame, so
+    uniform windows hold one about ``steps / length`` of the time, and a success head trained on them drifts to 0."""
+    if not 0.0 <= success_frac <= 1.0:
+        raise ValueError(f"success_frac must be in [0, 1], got {success_frac}")
+    pool = success_window_starts(data, steps) if success_frac > 0 else torch.zeros(0, dtype=torch.long)
+    k = round(success_frac * n) if len(pool) else 0
+    uniform = torch.randint(len(data), (n - k,), generator=gen)
+    return torch.cat([pool[torch.randint(len(pool), (k,), generator=gen)], uniform]) if k else uniform
+
+
+def finetune(model: WorldModel, opt: torch.optim.Optimizer, new: EpisodeData, old: EpisodeData, steps: int,
+             gen: torch.Generator, batch_size: int = 32, success_frac: float = 0.0, grad_clip: float = 1.0) -> list[float]:
+    """``steps`` gradient steps on batches of half windows from ``new`` episodes (``success_frac`` of those holding a
+    success label, :func:`sample_starts`) and half from the ``old`` training data, so the model follows new real
+    episodes without forgetting. Returns the losses; stops early, with a warning, at a non-finite loss."""
+    model.train()
+    half = batch_size // 2
+    K, T = model.cfg.rollout_steps, model.cfg.context
+    losses = []
+    for _ in range(steps):
+        parts = [make_windows(new, sample_starts(new, half, gen, K, success_frac), T, K),
+                 make_windows(old, torch.randint(len(old), (batch_size - half,), generator=gen), T, K)]
+        loss, _ = model.loss({k: torch.cat([p[k] for p in parts]) for k in parts[0]}, generator=gen)
+        if not torch.isfinite(loss):
+            log.warning("world-model fine-tune loss is %s; stopping this fine-tune", float(loss))
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        opt.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
 def psnr(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Peak signal-to-noise ratio in dB per image, for pixels in [0, 1]: -10 log10(MSE). (..., C, H, W) -> (...)."""
     mse = ((pred - target) ** 2).mean(dim=(-3, -2, -1)).clamp_min(1e-10)
