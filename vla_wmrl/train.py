@@ -92,7 +92,7 @@ class WMRLConfig:
     wm_finetune_every: int = 0       # updates between world-model fine-tunes on the new real episodes (0 = never)
     wm_finetune_steps: int = 30      # gradient steps per fine-tune (half the windows from new real episodes)
     wm_finetune_lr: float = 1e-4    # 3e-4 wiped out the success predictions on Lift (docs/world_models.md)
-    wm_finetune_success_frac: float = 0.0  # of the new episodes' windows, the fraction drawn holding a success label
+    wm_finetune_success_frac: float = 0.5  # of the new episodes' windows, the fraction drawn holding a success label
     warmup_groups: int = 2           # real groups of the starting policy run before the first update: the calibrator
                                      # and the imagination gap get their first observations (with warmup_wm_steps the
                                      # world model also trains on them; counted as RL time/steps)
