@@ -46,6 +46,9 @@ ARMS = {  # arm -> trainer overrides
     # groups' real outcomes (the right distribution, no replay, no extra real steps).
     "wmrl_both_matched": ["wmrl.mode=wmrl", "correction=both", "correction.calibration_pairs=matched"],
     "wmrl_debias_matched": ["wmrl.mode=wmrl", "correction=debias", "correction.calibration_pairs=matched"],
+    # The world model fine-tuned every 5 updates on the new real episodes (success-balanced windows,
+    # wm_finetune_success_frac), so it follows the changing policy (off in the toolkit's default).
+    "wmrl_both_finetune": ["wmrl.mode=wmrl", "correction=both", "wmrl.wm_finetune_every=5"],
 }
 
 

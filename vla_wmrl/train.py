@@ -63,8 +63,8 @@ class PipelineConfig:
     sft_minutes: float | None = 8.0  # behaviour-cloning wall-clock cap
     policy_episodes: int = 100       # rollouts of the behaviour-cloned policy (sampled at wmrl.explore_std) added to
                                      # the world model's data, so it has seen what the policy it imagines does
-    wm_minutes: float = 15.0         # world-model training wall-clock budget
-    wm_steps: int | None = None      # world-model optimisation steps (None: as many as wm_minutes allows); with a step
+    wm_minutes: float = 30.0         # world-model training wall-clock cap
+    wm_steps: int | None = 10_000    # world-model optimisation steps (None: as many as wm_minutes allows); with a step
                                      # budget every machine trains the same model, and wm_minutes stays as a cap
     wm_batch_size: int = 32
 
