@@ -67,6 +67,10 @@ def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run,
     tmp, summary = debug_run
     with pytest.raises(ValueError, match="valid modes"):
         train.run(_cfg(tmp, "wmrl.mode=dreamer"), tmp_path / "bad")
+    with pytest.MonkeyPatch.context() as mp:  # fails before any stage runs
+        mp.setattr(train, "stage_data", lambda *a, **k: pytest.fail("a stage ran before the precision was checked"))
+        with pytest.raises(ValueError, match=r"pipeline.wm_precision 'fp16'; valid: \['fp32', 'bf16'\]"):
+            train.run(_cfg(tmp, "pipeline.wm_precision=fp16"), tmp_path / "bad1")
     with pytest.raises(ValueError, match=r"64, 64.*32, 32|world model 64 px vs sim 32 px"):
         train.run(_cfg(tmp, f"world_model_path={summary['world_model']}", f"policy_path={summary['sft_policy']}",
                        "sim.image_size=32"), tmp_path / "bad2")

@@ -198,22 +198,39 @@ def test_lr_schedule_ends_with_the_budget_that_ends_first(trained_reach):
     assert summary["final_lr"] < 0.11 * summary["train_config"]["lr"]
 
 
-def test_trained_model_beats_copy_last_frame_on_held_out_episodes(trained_reach, reach_dataset):
+def _held_out_gain(run_dir, dataset) -> float:
+    """One-step PSNR gain (dB) over copying the last frame on the 3 episodes a `_train` run held out."""
     from vla_wmrl.eval_world_model import open_loop
     from vla_wmrl.train_world_model import load_episodes
 
-    run_dir, summary = trained_reach
-    assert summary["status"] in ("completed", "time_budget") and summary["steps"] > 20
     model = load_world_model(run_dir / "checkpoints" / "last")
-    data = load_episodes([reach_dataset], [IMAGE_KEY])
+    data = load_episodes([dataset], [IMAGE_KEY])
     held = data.subset(range(len(data.episodes) - 3, len(data.episodes)))  # never trained on (val_episodes=3)
     out = open_loop(model, held, torch.arange(len(held)), 1, 256, torch.Generator().manual_seed(0))
     m = out["frame_valid"][:, 0]
-    gain = out["psnr"][:, 0][m].mean() - out["psnr_copy"][:, 0][m].mean()
+    return float(out["psnr"][:, 0][m].mean() - out["psnr_copy"][:, 0][m].mean())
+
+
+def test_trained_model_beats_copy_last_frame_on_held_out_episodes(trained_reach, reach_dataset):
+    run_dir, summary = trained_reach
+    assert summary["status"] in ("completed", "time_budget") and summary["steps"] > 20
+    gain = _held_out_gain(run_dir, reach_dataset)
     assert gain > 0.3, f"one-step PSNR gain over copy-last-frame {gain:.2f} dB"
     assert (run_dir / "summary.json").exists() and any((run_dir / "tensorboard").iterdir())
     assert {p.name for p in (run_dir / "checkpoints" / "last").iterdir()} == {
         "model.safetensors", "config.json", "train_state.pt"}
+
+
+def test_bf16_training_learns_like_fp32(trained_reach, reach_dataset, tmp_path):
+    """precision=bf16 (autocast forward pass) trains the same model to about the same held-out one-step PSNR."""
+    run_dir, summary = trained_reach
+    bf16 = _train(tmp_path, reach_dataset, precision="bf16", max_minutes=100.0)
+    assert bf16["status"] == "completed" and bf16["steps"] == 120 and bf16["train_config"]["precision"] == "bf16"
+    gain, gain_fp32 = _held_out_gain(tmp_path, reach_dataset), _held_out_gain(run_dir, reach_dataset)
+    assert gain > 0.3, f"bf16: one-step PSNR gain over copy-last-frame {gain:.2f} dB"
+    assert gain > gain_fp32 - 1.0, f"bf16 gain {gain:.2f} dB against fp32's {gain_fp32:.2f} dB"
+    with pytest.raises(ValueError, match=r"unknown world-model training precision 'fp8'.*'fp32', 'bf16'"):
+        _train(tmp_path / "bad", reach_dataset, precision="fp8")
 
 
 def test_resume_continues_and_refuses_silent_restart(trained_reach, reach_dataset):

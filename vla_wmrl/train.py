@@ -65,8 +65,10 @@ class PipelineConfig:
                                      # the world model's data, so it has seen what the policy it imagines does
     wm_minutes: float = 30.0         # world-model training wall-clock cap
     wm_steps: int | None = 10_000    # world-model optimisation steps (None: as many as wm_minutes allows); with a step
-                                     # budget every machine trains the same model, and wm_minutes stays as a cap
+                                     # budget every machine trains as many steps, and wm_minutes stays as a cap
     wm_batch_size: int = 32
+    wm_precision: str = "fp32"       # fp32 | bf16: autocast of the world model's training forward pass
+                                     # (benchmarks/wm_train_speed.py)
 
 
 @dataclass
@@ -188,7 +190,7 @@ def stage_world_model(cache: Path, sim: SimConfig | None, wm_cfg: dict, pipe: Pi
         steps = {} if pipe.wm_steps is None else {"steps": pipe.wm_steps}
         cfg = twm.TrainWorldModelConfig(dataset=[str(d) for d in datasets], max_minutes=pipe.wm_minutes,
                                         batch_size=pipe.wm_batch_size, seed=seed, resume=True,
-                                        num_threads=torch.get_num_threads(), **steps)
+                                        num_threads=torch.get_num_threads(), precision=pipe.wm_precision, **steps)
         summary = twm.train(cfg, dict(wm_cfg), sim, out)
         if pipe.wm_steps is not None and summary["status"] == "time_budget":
             log.warning("world model: pipeline.wm_minutes=%g ended training after %d of pipeline.wm_steps=%d steps; "
@@ -202,6 +204,8 @@ def stage_world_model(cache: Path, sim: SimConfig | None, wm_cfg: dict, pipe: Pi
             "minutes": pipe.wm_minutes, "batch_size": pipe.wm_batch_size, "seed": seed}
     if pipe.wm_steps is not None:  # only when set: runs cached without a step budget keep their key
         spec["steps"] = pipe.wm_steps
+    if pipe.wm_precision != "fp32":  # likewise: fp32 runs keep their key
+        spec["precision"] = pipe.wm_precision
     out, _ = run_stage(cache, "world_model", spec, run)
     return out / "checkpoints" / "last"
 
@@ -672,6 +676,10 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
     wcfg = to_dataclass(WMRLConfig, cfg.wmrl)
     if wcfg.mode not in MODES:  # before any stage runs
         raise ValueError(f"unknown wmrl.mode {wcfg.mode!r}; valid modes: {list(MODES)}")
+    from vla_wmrl.train_world_model import PRECISIONS
+
+    if pipe.wm_precision not in PRECISIONS:
+        raise ValueError(f"unknown pipeline.wm_precision {pipe.wm_precision!r}; valid: {list(PRECISIONS)}")
     algo_cfg = to_dataclass(GRPOConfig, cfg.algo)
     corr_cfg = _correction_config(cfg.correction, wcfg.mode)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)

@@ -61,6 +61,22 @@ class TrainWorldModelConfig:
     seed: int = 0                  # seeds init, window sampling and noise
     num_threads: int = 2           # torch CPU threads (the machines are shared)
     device: str = "cpu"            # cpu | cuda
+    precision: str = "fp32"        # fp32 | bf16 (autocast of the training forward pass; weights, optimiser and
+                                   # validation stay fp32); bf16 needs CPU/GPU support (benchmarks/wm_train_speed.py)
+
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast(device: str, precision: str):
+    """The training forward pass's autocast context for ``precision`` (a no-op for fp32).
+
+    Raises:
+        ValueError: an unknown precision, naming the valid ones.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown world-model training precision {precision!r}; valid: {list(PRECISIONS)}")
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 class NonFiniteLossError(RuntimeError):
@@ -306,6 +322,7 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
     """
     from torch.utils.tensorboard import SummaryWriter
 
+    amp = autocast(cfg.device, cfg.precision)  # fails on an unknown precision before any work
     torch.set_num_threads(cfg.num_threads)
     torch.manual_seed(cfg.seed)
     run_dir, t_start = Path(run_dir), time.perf_counter()
@@ -369,7 +386,8 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
             idx = torch.randint(len(train_data), (cfg.batch_size,), generator=gen)
             batch = {k: v.to(cfg.device) for k, v in
                      make_windows(train_data, idx, model.cfg.context, model.cfg.rollout_steps).items()}
-            loss, metrics = model.loss(batch, generator=gen if cfg.device == "cpu" else None)
+            with amp:
+                loss, metrics = model.loss(batch, generator=gen if cfg.device == "cpu" else None)
             if not torch.isfinite(loss):
                 kept = last_checkpoint(ckpt_dir)
                 status = "nonfinite_loss"
