@@ -38,7 +38,6 @@ from world_models.base import ACTIONS, FRAME_MASK, FRAMES, REWARD, STATES, STEP_
 
 ROOT = Path(__file__).resolve().parents[1]
 IMG = "observation.images.agentview"
-PRECISIONS = twm.PRECISIONS
 
 
 def model_config() -> dict:
@@ -72,17 +71,17 @@ def speed(args) -> dict:
     cfg = model_config()
     batch = random_batch(cfg, args.batch_size)
     runs = {}
-    for p in PRECISIONS:
+    for p in twm.PRECISIONS:
         torch.manual_seed(0)
         model = world_models.make_world_model("conv", dict(cfg))
         model.train()
         runs[p] = (model, torch.optim.AdamW(model.parameters(), lr=1e-4))
-    per_step = {p: [] for p in PRECISIONS}
+    per_step = {p: [] for p in twm.PRECISIONS}
     with torch_threads(args.threads):
-        for p in PRECISIONS:  # warm-up (allocator, oneDNN kernel selection)
+        for p in twm.PRECISIONS:  # warm-up (allocator, oneDNN kernel selection)
             time_steps(*runs[p], batch, p, 3)
         for r in range(args.repeats):
-            for p in (PRECISIONS if r % 2 == 0 else PRECISIONS[::-1]):
+            for p in (twm.PRECISIONS if r % 2 == 0 else twm.PRECISIONS[::-1]):
                 per_step[p].append(time_steps(*runs[p], batch, p, args.steps_per_repeat))
                 print(f"repeat {r}: {p} {per_step[p][-1] * 1000:.0f} ms/step", flush=True)
     median = {p: float(np.median(v)) for p, v in per_step.items()}
@@ -107,7 +106,7 @@ def main():
     print(f"\nconv world model, batch {args.batch_size}, {args.threads} threads, median of {args.repeats} x "
           f"{args.steps_per_repeat} steps")
     print(f"{'precision':>9} | {'ms/step':>7} | {'steps/s':>7} | ratio to fp32")
-    for p in PRECISIONS:
+    for p in twm.PRECISIONS:
         m = s["median_seconds_per_step"][p]
         print(f"{p:>9} | {m * 1000:7.0f} | {1 / m:7.2f} | {m / s['median_seconds_per_step']['fp32']:.2f}")
     path = Path(args.out)
