@@ -17,6 +17,10 @@ own 40-episode evaluations
 carry a ~0.08 standard error. Results are cached per directory in ``heldout_eval.json``. ``--paired A B`` adds the
 per-seed difference of A's and B's held-out final success, and, where a directory holds the ``sim`` arm, the table
 shows whether each arm's held-out final reached simulator RL's and at what fraction of its RL wall-clock.
+
+``--diagnostics`` adds, per run, the mean over its updates of the correction's TensorBoard scalars
+(``DIAGNOSTICS``: anchor weight, imagination gap and trust, ...) and the fraction of updates whose imagined stream was
+turned down (trust < 0.5), read from ``runs/<arm>/tensorboard``, to find what the seeds that fall behind share.
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ import numpy as np
 # start states (200000 + update * groups + g).
 HELDOUT_SEED = 300_000
 DEFAULT_SEED = "0"  # configs/train.yaml's seed, for runs whose overrides do not set one
+# TensorBoard scalars --diagnostics averages over a run's updates (absent tags, e.g. in the ``wm`` arm, are skipped).
+DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correction/imagination_trust",
+               "correction/bias_removed", "train/anchor_success", "train/anchor_imagined_score",
+               "train/imagined_pred_score", "algo/kl", "algo/clip_frac")
 
 
 def _override(overrides: list[str], key: str, default: str | None = None) -> str:
@@ -96,6 +104,23 @@ def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | Non
                 cache[key][arm] = run_eval(str(policy), sim_name, f"{d.name}/{arm}")
             cache_path.write_text(json.dumps(cache, indent=1))  # after every evaluation: an interruption keeps them
         out.setdefault(str(d), {}).update(cache[key])
+    return out
+
+
+def run_diagnostics(run_dir: Path) -> dict:
+    """Mean over updates of each ``DIAGNOSTICS`` scalar a run logged, and the fraction of updates with the imagined
+    stream's trust below 0.5 (``{}`` when the run has no TensorBoard events)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = sorted((run_dir / "tensorboard").glob("events*"))
+    if not events:
+        return {}
+    acc = EventAccumulator(str(events[-1]), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    out = {tag: float(np.mean([e.value for e in acc.Scalars(tag)])) for tag in DIAGNOSTICS if tag in tags}
+    if "correction/imagination_trust" in tags:
+        out["trust_below_half"] = float(np.mean([e.value < 0.5 for e in acc.Scalars("correction/imagination_trust")]))
     return out
 
 
@@ -180,6 +205,8 @@ def main():
     parser.add_argument("--heldout-seed", type=int, default=HELDOUT_SEED)
     parser.add_argument("--paired", nargs=2, metavar=("A", "B"), default=None,
                         help="per-seed difference of A's and B's held-out final success")
+    parser.add_argument("--diagnostics", action="store_true",
+                        help="per run, the mean of the correction's TensorBoard scalars over its updates")
     args = parser.parse_args()
     table = aggregate(args.dirs, args.arms)
     print("| arm | seeds | success per seed (base -> ... -> final) | gain mean +- sd (points) | final mean +- sd | "
@@ -209,6 +236,18 @@ def main():
             print(f"paired {p['a']} - {p['b']}: {', '.join(f'{100 * x:+.0f}' for x in p['diffs'])} -> "
                   f"{100 * p['mean']:+.1f} +- {100 * p['sd']:.1f} (s.e. {100 * p['se']:.1f}); {p['a']} ahead on "
                   f"{p['a_ahead']} of {len(p['diffs'])} seeds ({p['ties']} ties)")
+    if args.diagnostics:
+        print("\nper-run diagnostics (mean over updates; trust<0.5: fraction of updates with the imagined stream "
+              "turned down)")
+        for arm, a in table.items():
+            if arm == "paired":
+                continue
+            for i, r in enumerate(a["runs"]):
+                r["diagnostics"] = run_diagnostics(Path(r["dir"]) / "runs" / arm)
+                held_final = a.get("heldout", {}).get("finals", [None] * len(a["runs"]))[i]
+                cells = ", ".join(f"{k.split('/')[-1]}={v:.3f}" for k, v in r["diagnostics"].items()) or "no events"
+                print(f"  {arm} seed {r['seed']}" + (f" held-out {held_final:.2f}" if held_final is not None else "")
+                      + f": {cells}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(table, indent=2))

@@ -45,6 +45,21 @@ def test_debug_pipeline_runs_every_stage(debug_run):
     assert any("policy_rollouts" in d for d in spec["datasets"])  # the BC policy's rollouts train the world model
 
 
+def test_seed_diagnostics_read_the_runs_correction_scalars(debug_run):
+    """benchmarks/wmrl_seeds.py --diagnostics: per-run means of the correction's TensorBoard scalars."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wmrl_seeds", Path(__file__).parents[1] / "benchmarks/wmrl_seeds.py")
+    seeds = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(seeds)
+    tmp, summary = debug_run
+    diag = seeds.run_diagnostics(tmp / "run")
+    assert 1.0 <= diag["correction/anchor_weight"] <= 4.0
+    assert 0.0 <= diag["correction/imagination_trust"] <= 1.0 and 0.0 <= diag["trust_below_half"] <= 1.0
+    assert 0.0 <= diag["train/anchor_success"] <= 1.0
+    assert seeds.run_diagnostics(tmp / "no_such_run") == {}
+
+
 def test_stages_are_reused_and_run_resumes(debug_run):
     tmp, first = debug_run
     stamps = {p: (p / "DONE").stat().st_mtime for p in (tmp / "cache").iterdir()}
