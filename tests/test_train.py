@@ -80,12 +80,17 @@ def test_sim_baseline_runs_in_the_same_code_path(debug_run, tmp_path):
 
 def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run, tmp_path):
     tmp, summary = debug_run
-    with pytest.raises(ValueError, match="valid modes"):
-        train.run(_cfg(tmp, "wmrl.mode=dreamer"), tmp_path / "bad")
-    with pytest.MonkeyPatch.context() as mp:  # fails before any stage runs
-        mp.setattr(train, "stage_data", lambda *a, **k: pytest.fail("a stage ran before the precision was checked"))
-        with pytest.raises(ValueError, match=r"pipeline.wm_precision 'fp16'; valid: \['fp32', 'bf16'\]"):
-            train.run(_cfg(tmp, "pipeline.wm_precision=fp16"), tmp_path / "bad1")
+    with pytest.MonkeyPatch.context() as mp:  # each fails before any stage runs
+        mp.setattr(train, "stage_data", lambda *a, **k: pytest.fail("a stage ran before the config was checked"))
+        for override, message in (
+                ("wmrl.mode=dreamer", r"wmrl.mode 'dreamer'; valid: \['wmrl', 'sim', 'wm'\]"),
+                ("wmrl.score=mean", r"wmrl.score 'mean'; valid: \['final', 'max'\]"),
+                ("wmrl.anchor_mode=open", r"wmrl.anchor_mode 'open'; valid: \['closed_loop', 'replay'\]"),
+                ("wmrl.imagine_from=video", r"wmrl.imagine_from 'video'; valid: \['reset', 'real'\]"),
+                ("wmrl.wm_finetune_success_frac=2", r"wm_finetune_success_frac must be in \[0, 1\]"),
+                ("pipeline.wm_precision=fp16", r"pipeline.wm_precision 'fp16'; valid: \['fp32', 'bf16'\]")):
+            with pytest.raises(ValueError, match=message):
+                train.run(_cfg(tmp, override), tmp_path / "bad1")
     with pytest.raises(ValueError, match=r"64, 64.*32, 32|world model 64 px vs sim 32 px"):
         train.run(_cfg(tmp, f"world_model_path={summary['world_model']}", f"policy_path={summary['sft_policy']}",
                        "sim.image_size=32"), tmp_path / "bad2")

@@ -129,6 +129,15 @@ class WMRLConfig:
                                      # the behaviour-cloned one (Lift, 10-demo BC: std 0.3 -> 2-6% success when
                                      # sampling vs 58% deterministic; 0.1 -> 25%, 0.05 -> 48%)
 
+    def __post_init__(self):
+        # Checked when the config is read, before any stage runs (a bad value must not wait for the world model).
+        for key, valid in (("mode", MODES), ("score", SCORES), ("imagine_from", IMAGINE_FROM),
+                           ("anchor_mode", ANCHOR_MODES)):
+            if getattr(self, key) not in valid:
+                raise ValueError(f"unknown wmrl.{key} {getattr(self, key)!r}; valid: {list(valid)}")
+        if not 0.0 <= self.wm_finetune_success_frac <= 1.0:
+            raise ValueError(f"wmrl.wm_finetune_success_frac must be in [0, 1], got {self.wm_finetune_success_frac}")
+
     def update_thread_count(self) -> int:
         """Torch threads for work that has the machine to itself (GRPO updates, fine-tunes, the pipeline stages)."""
         return self.update_threads or os.cpu_count() or 1
@@ -236,8 +245,6 @@ class WMRLTrainer:
                  algo_cfg: GRPOConfig, run_dir: Path, seed: int, wm_data=None):
         from vla_wmrl.policies import RolloutAdapter, check_env_compat, set_exploration_std
 
-        if cfg.mode not in MODES:
-            raise ValueError(f"unknown wmrl.mode {cfg.mode!r}; valid modes: {list(MODES)}")
         if cfg.mode != "wm" and not executor.can_run:
             raise ValueError(f"wmrl.mode={cfg.mode} executes episodes for real, but {executor.name} has no robot: "
                              f"pass robot=<type>, or use wmrl.mode=wm (imagination only)")
@@ -258,14 +265,6 @@ class WMRLTrainer:
             _check_world_model_fits(world_model, executor)
             self.imagined = ImaginedVectorEnv(world_model, horizon=cfg.horizon, seed=seed)
             self.wm_opt = torch.optim.AdamW(world_model.parameters(), lr=cfg.wm_finetune_lr)
-        if cfg.score not in SCORES:
-            raise ValueError(f"unknown wmrl.score {cfg.score!r}; valid: {list(SCORES)}")
-        if not 0.0 <= cfg.wm_finetune_success_frac <= 1.0:
-            raise ValueError(f"wmrl.wm_finetune_success_frac must be in [0, 1], got {cfg.wm_finetune_success_frac}")
-        if cfg.imagine_from not in IMAGINE_FROM:
-            raise ValueError(f"unknown wmrl.imagine_from {cfg.imagine_from!r}; valid: {list(IMAGINE_FROM)}")
-        if cfg.anchor_mode not in ANCHOR_MODES:
-            raise ValueError(f"unknown wmrl.anchor_mode {cfg.anchor_mode!r}; valid: {list(ANCHOR_MODES)}")
         self.replay_anchors = cfg.anchor_mode == "replay" and cfg.mode == "wmrl"
         if self.replay_anchors:
             problems = [p for p, bad in (
@@ -673,9 +672,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                          f"(sim=none dataset=<the robot's dataset>)")
     robot_run = to_dataclass(RobotRunConfig, cfg.get("robot_run") or {})
     pipe = to_dataclass(PipelineConfig, cfg.pipeline)
-    wcfg = to_dataclass(WMRLConfig, cfg.wmrl)
-    if wcfg.mode not in MODES:  # before any stage runs
-        raise ValueError(f"unknown wmrl.mode {wcfg.mode!r}; valid modes: {list(MODES)}")
+    wcfg = to_dataclass(WMRLConfig, cfg.wmrl)  # checks its values before any stage runs
     from vla_wmrl.train_world_model import PRECISIONS
 
     if pipe.wm_precision not in PRECISIONS:
