@@ -524,6 +524,52 @@ def test_imagination_gap_trust_hand_values():
     assert ImaginationGap(None).trust == 1.0
 
 
+def _gap_trusts(z, over_promise, groups=300, seed=0):
+    """Trust after each anchor group of 8 binary outcomes whose imagined scores over-promise by ``over_promise``,
+    fed through the corrector as the trainer does (closed-loop imagined scores of the anchor groups' start states)."""
+    rng = np.random.default_rng(seed)
+    corr = RewardCorrector(CorrectionConfig(gap_tolerance=0.15, gap_half_life=2.0, gap_z=z, min_pairs=10**6))
+    trusts = []
+    for _ in range(groups):
+        q = rng.uniform(0.2, 0.6, 2)
+        real = (rng.random((2, 8)) < q[:, None]).astype(float)
+        check = np.full((2, 8), np.nan)
+        check[0] = np.clip(q[0] + over_promise + rng.normal(0, 0.25, 8), 0, 1)
+        corr.process(rng.uniform(0, 1, (2, 8)), real, np.array([True, False]), anchor_imagined=check)
+        trusts.append(corr.stats()["imagination_trust"])
+    return np.array(trusts), corr
+
+
+def test_imagination_gap_standard_error_matches_the_averages_scatter():
+    rng = np.random.default_rng(1)
+    gap, averages, ses = ImaginationGap(tolerance=0.2, half_life=2.0, z=1.0), [], []
+    for _ in range(4000):
+        sd = rng.uniform(0.1, 0.3)  # each group's own sampling noise
+        gap.observe(float(rng.normal(0.05, sd)), sd**2)
+        averages.append(gap.gap)
+        ses.append(gap.stderr)
+    # the reported standard error is the spread the average actually has
+    assert np.sqrt(np.mean(np.square(ses[100:]))) == pytest.approx(np.std(averages[100:]), rel=0.1)
+    again = ImaginationGap(tolerance=0.2, half_life=2.0, z=1.0)
+    again.load_state_dict(json.loads(json.dumps(gap.state_dict())))
+    assert again.stderr == gap.stderr and again.trust == gap.trust
+    with pytest.raises(ValueError, match="gap_z"):
+        CorrectionConfig(gap_z=-1.0)
+
+
+def test_noise_aware_imagination_gap_ignores_outcome_noise_but_still_stops_exploitation():
+    # imagination over-promises by 0.1, under the 0.15 tolerance: the plain average still crosses it often, from
+    # the noise of 8 binary outcomes alone; its lower confidence bound rarely does
+    plain = np.mean([(_gap_trusts(0.0, 0.1, seed=s)[0] < 1).mean() for s in range(5)])
+    aware, corr = _gap_trusts(1.0, 0.1)
+    assert plain > 0.15 and (aware < 1).mean() < plain / 2
+    assert 0.05 < corr.stats()["imagination_gap_se"] < 0.15
+    # imagination that over-promises by 0.5 (past twice the tolerance) is still turned down on almost every group;
+    # the price of the bound is a later reaction to gaps near the tolerance (docs/correction.md)
+    exploited = np.concatenate([_gap_trusts(1.0, 0.5, groups=100, seed=s)[0] for s in range(5)])
+    assert exploited.mean() < 0.1 and (exploited < 0.5).mean() > 0.9
+
+
 def _exploit_step(corr, rng, optimism):
     """One step: group 0 is an anchor whose closed-loop imagined scores are `optimism` above its real outcomes."""
     pred = rng.uniform(0, 1, (4, 8))

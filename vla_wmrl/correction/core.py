@@ -60,6 +60,9 @@ class CorrectionConfig:
     #   imagined closed-loop from the anchor groups' start states exceeds their real outcome by more than this on
     #   average ([0, 1] units), the imagined stream's weight falls linearly, reaching 0 at twice it (None: off)
     gap_half_life: float = 4.0  # half-life of that average, in checked anchor groups
+    gap_z: float = 0.0  # compare the average's lower confidence bound, average - gap_z * its standard error (from
+    #   each checked group's sampling variance), with gap_tolerance, so outcome noise alone does not turn the imagined
+    #   stream down (0: the average itself)
 
     def __post_init__(self):
         if not 0.0 <= self.anchor_fraction <= 1.0:
@@ -87,6 +90,8 @@ class CorrectionConfig:
             raise ValueError(f"outcome_noise_var must be >= 0, got {self.outcome_noise_var}")
         if self.gap_tolerance is not None and not self.gap_tolerance > 0:
             raise ValueError(f"gap_tolerance must be > 0 (or None: off), got {self.gap_tolerance}")
+        if self.gap_z < 0:
+            raise ValueError(f"gap_z must be >= 0 (0: the plain average), got {self.gap_z}")
 
 
 @dataclass
@@ -176,7 +181,7 @@ class RewardCorrector:
         self.calibrator = self._make_calibrator()  # pooled over all tasks
         self.task_calibrators: dict[int, MonotoneCalibrator] = {}
         self.anchor_weight = AnchorWeight(cfg.w_target, cfg.w_max, cfg.ema_half_life, cfg.freeze_after)
-        self.gap = ImaginationGap(cfg.gap_tolerance, cfg.gap_half_life)
+        self.gap = ImaginationGap(cfg.gap_tolerance, cfg.gap_half_life, cfg.gap_z)
         self.n_steps = 0
         self.n_clipped_total = 0
         self._last: dict[str, float] = {}
@@ -329,7 +334,9 @@ class RewardCorrector:
         for i in np.flatnonzero(anchor):
             if checked[i]:
                 f_imag = self.calibrate(imag_check[i], tasks[i])
-                self.gap.observe(float(f_imag.mean() - u_real[i, real_graded[i]].mean()))
+                r_i = u_real[i, real_graded[i]]
+                sampling_var = sum(float(x.var(ddof=1)) / x.size for x in (f_imag, r_i) if x.size > 1)
+                self.gap.observe(float(f_imag.mean() - r_i.mean()), sampling_var)
             m = paired[i]
             sd_i = None if sd_u is None else sd_u[i, m]
             if m.any() and self.calibrator_for(tasks[i]).fitted:  # the anchor weight stays exactly 1 before calibration
@@ -434,6 +441,7 @@ class RewardCorrector:
                 "uncertainty_slope": float(self.calibrator.sd_slope),
                 "anchor_weight": float(aw.weight if self.config.denoise else 1.0),
                 "imagination_gap": float(self.gap.gap),
+                "imagination_gap_se": self.gap.stderr,
                 "imagination_trust": self.imagination_trust,
                 "n_gap_obs": float(self.gap.n_obs),
                 "disagreement": float(aw.D),

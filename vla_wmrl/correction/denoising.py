@@ -157,36 +157,59 @@ class ImaginationGap:
     imagined stream's weight: trust = clip(2 - gap / tolerance, 0, 1), so 1 up to ``tolerance``, 0 at twice it.
     Trust is 1 while ``tolerance`` is None (off) or nothing was observed, and it recovers when the gap closes.
 
+    One anchor group's gap is noisy: with 8 binary outcomes the real mean alone has a standard error of ~0.17, more
+    than a typical tolerance. ``z > 0`` acts on the lower confidence bound ``gap - z * se`` instead, where ``se`` is the
+    average's standard error from each group's own sampling variance (``observe(gap, var)``: the variance of that
+    group's mean imagined score plus that of its mean real outcome), propagated through the average's weights, so
+    sampling noise alone does not turn the imagined stream down while a gap shared by the start states still does.
+
     Args:
         tolerance: Average gap ([0, 1] units) tolerated before the imagined stream is down-weighted; None: off.
         half_life: Half-life of the average, in observed groups.
+        z: Standard errors subtracted from the average before it is compared with ``tolerance`` (0: the average
+            itself, the plain rule).
     """
 
-    def __init__(self, tolerance: float | None = None, half_life: float = 4.0):
+    def __init__(self, tolerance: float | None = None, half_life: float = 4.0, z: float = 0.0):
+        if z < 0:
+            raise ValueError(f"gap z must be >= 0, got {z}")
         self.tolerance = tolerance
         self.alpha = 1.0 - 0.5 ** (1.0 / half_life)
+        self.z = z
         self.gap = 0.0
+        self.var = 0.0  # sampling variance of the average
         self.n_obs = 0
 
-    def observe(self, gap: float) -> None:
-        """Fold one anchor group's gap (mean calibrated imagined score - mean real outcome) into the average."""
-        self.gap = gap if self.n_obs == 0 else (1.0 - self.alpha) * self.gap + self.alpha * gap
+    def observe(self, gap: float, var: float = 0.0) -> None:
+        """Fold one anchor group's gap (mean calibrated imagined score - mean real outcome) and its sampling variance
+        into the average."""
+        if self.n_obs == 0:
+            self.gap, self.var = gap, var
+        else:
+            self.gap = (1.0 - self.alpha) * self.gap + self.alpha * gap
+            self.var = (1.0 - self.alpha) ** 2 * self.var + self.alpha**2 * var
         self.n_obs += 1
+
+    @property
+    def stderr(self) -> float:
+        """Standard error of the average from the groups' sampling variances."""
+        return float(np.sqrt(self.var))
 
     @property
     def trust(self) -> float:
         """Multiplier of the imagined stream's weights, in [0, 1]."""
         if self.tolerance is None or self.n_obs == 0:
             return 1.0
-        return float(np.clip(2.0 - self.gap / self.tolerance, 0.0, 1.0))
+        return float(np.clip(2.0 - (self.gap - self.z * self.stderr) / self.tolerance, 0.0, 1.0))
 
     def state_dict(self) -> dict:
         """JSON-serialisable state."""
-        return {"gap": self.gap, "n_obs": self.n_obs}
+        return {"gap": self.gap, "var": self.var, "n_obs": self.n_obs}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore from :meth:`state_dict`."""
         self.gap, self.n_obs = float(state["gap"]), int(state["n_obs"])
+        self.var = float(state.get("var", 0.0))  # checkpoints written before the noise-aware rule have none
 
 
 def inverse_variance_weights(var: np.ndarray, mask: np.ndarray, eps: float = 1e-3) -> np.ndarray:
