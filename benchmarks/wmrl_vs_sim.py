@@ -49,6 +49,10 @@ ARMS = {  # arm -> trainer overrides
     # The world model fine-tuned every 5 updates on the new real episodes (success-balanced windows,
     # wm_finetune_success_frac), so it follows the changing policy (off in the toolkit's default).
     "wmrl_both_finetune": ["wmrl.mode=wmrl", "correction=both", "wmrl.wm_finetune_every=5"],
+    # The imagination gap judged by its lower confidence bound (gap - 1 s.e.), so the outcome noise of one anchor
+    # group does not turn the imagined stream down (docs/correction.md, "Noise-aware gap"); and the check off.
+    "wmrl_both_gapz": ["wmrl.mode=wmrl", "correction=both", "correction.gap_z=1.0"],
+    "wmrl_both_nogap": ["wmrl.mode=wmrl", "correction=both", "correction.gap_tolerance=null"],
 }
 
 
