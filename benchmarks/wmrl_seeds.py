@@ -39,7 +39,7 @@ DEFAULT_SEED = "0"  # configs/train.yaml's seed, for runs whose overrides do not
 # TensorBoard scalars --diagnostics averages over a run's updates (absent tags, e.g. in the ``wm`` arm, are skipped).
 DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correction/imagination_trust",
                "correction/bias_removed", "train/anchor_success", "train/anchor_imagined_score",
-               "train/imagined_pred_score", "algo/kl", "algo/clip_frac")
+               "train/imagined_pred_score", "train/anchor_update_share", "algo/kl", "algo/clip_frac")
 
 
 def _override(overrides: list[str], key: str, default: str | None = None) -> str:

@@ -57,6 +57,7 @@ def test_seed_diagnostics_read_the_runs_correction_scalars(debug_run):
     assert 1.0 <= diag["correction/anchor_weight"] <= 4.0
     assert 0.0 <= diag["correction/imagination_trust"] <= 1.0 and 0.0 <= diag["trust_below_half"] <= 1.0
     assert 0.0 <= diag["train/anchor_success"] <= 1.0
+    assert 0.0 <= diag["train/anchor_update_share"] <= 1.0  # the anchor group's part of |weight x advantage|
     assert seeds.run_diagnostics(tmp / "no_such_run") == {}
 
 

@@ -428,6 +428,11 @@ class WMRLTrainer:
         self.train_seconds += seconds
         self.update_seconds.append(seconds)
         imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
+        # How much of the update each stream carries: sum |weight x advantage| over its valid rollouts. Binary real
+        # outcomes spread wider than the world model's continuous scores, so the anchor stream's share can exceed its
+        # share of the rollouts (1 group of 8) even before the anchor weight.
+        push = np.abs(out.weights * out.advantages) * out.valid
+        anchor_push, total_push = float(push[anchors].sum()), float(push.sum())
         metrics.update({f"algo/{k}": v for k, v in algo_metrics.items()})
         metrics.update({f"correction/{k}": v for k, v in self.corrector.stats().items()})
         metrics.update({"update": self.update_idx, "real_steps_total": self.real_steps,
@@ -436,6 +441,7 @@ class WMRLTrainer:
                         "anchor_pred_score": float(pred[anchors].mean()) if anchors.any() and self.imagined else
                         float("nan"), "imagined_pred_score": float(np.mean(imagined_pred)),
                         "anchor_imagined_score": float(np.nanmean(check)) if check is not None else float("nan"),
+                        "anchor_update_share": anchor_push / total_push if total_push > 0 else float("nan"),
                         "update_seconds": seconds})
         return metrics
 
