@@ -385,4 +385,4 @@ def test_matched_calibration_pairs_come_from_the_imagination_check(debug_run, tm
         np.testing.assert_allclose(p, ep)
         np.testing.assert_array_equal(r, er)
     with pytest.raises(ValueError, match="calibration_pairs=matched .* needs wmrl.check_imagination=true"):
-        train.run(_cfg(tmp, "correction.calibration_pairs=matched", "+wmrl.check_imagination=false"), tmp_path / "bad")
+        train.run(_cfg(tmp, "correction.calibration_pairs=matched", "wmrl.check_imagination=false"), tmp_path / "bad")
