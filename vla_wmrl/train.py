@@ -70,6 +70,12 @@ class PipelineConfig:
     wm_precision: str = "fp32"       # fp32 | bf16: autocast of the world model's training forward pass
                                      # (benchmarks/wm_train_speed.py)
 
+    def __post_init__(self):  # checked when the config is read, before any stage runs
+        from vla_wmrl.train_world_model import PRECISIONS
+
+        if self.wm_precision not in PRECISIONS:
+            raise ValueError(f"unknown pipeline.wm_precision {self.wm_precision!r}; valid: {list(PRECISIONS)}")
+
 
 @dataclass
 class WMRLConfig:
@@ -428,9 +434,8 @@ class WMRLTrainer:
         self.train_seconds += seconds
         self.update_seconds.append(seconds)
         imagined_pred = pred[~anchors] if (~anchors).any() else np.array([np.nan])
-        # How much of the update each stream carries: sum |weight x advantage| over its valid rollouts. Binary real
-        # outcomes spread wider than the world model's continuous scores, so the anchor stream's share can exceed its
-        # share of the rollouts (1 group of 8) even before the anchor weight.
+        # The anchor stream's part of the update, sum |weight x advantage| over valid rollouts: about its share of the
+        # rollouts (1 group of 8) at trust and anchor weight 1, 1.0 when the imagination check drops the imagined groups.
         push = np.abs(out.weights * out.advantages) * out.valid
         anchor_push, total_push = float(push[anchors].sum()), float(push.sum())
         metrics.update({f"algo/{k}": v for k, v in algo_metrics.items()})
@@ -678,11 +683,7 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                          f"(sim=none dataset=<the robot's dataset>)")
     robot_run = to_dataclass(RobotRunConfig, cfg.get("robot_run") or {})
     pipe = to_dataclass(PipelineConfig, cfg.pipeline)
-    wcfg = to_dataclass(WMRLConfig, cfg.wmrl)  # checks its values before any stage runs
-    from vla_wmrl.train_world_model import PRECISIONS
-
-    if pipe.wm_precision not in PRECISIONS:
-        raise ValueError(f"unknown pipeline.wm_precision {pipe.wm_precision!r}; valid: {list(PRECISIONS)}")
+    wcfg = to_dataclass(WMRLConfig, cfg.wmrl)  # both check their values before any stage runs
     algo_cfg = to_dataclass(GRPOConfig, cfg.algo)
     corr_cfg = _correction_config(cfg.correction, wcfg.mode)
     policy_cfg = OmegaConf.to_container(cfg.policy, resolve=True)
