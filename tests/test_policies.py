@@ -70,6 +70,26 @@ def test_contract_shapes_and_determinism(name):
     policy.reset()
 
 
+def test_gradient_repeats_exactly_on_two_threads():
+    """The same batch gives bit-identical gradients every time on two CPU threads, so a seeded RL run repeats.
+    (Indexing the per-instruction text table accumulated its gradient with atomic adds in thread order.)"""
+    torch.manual_seed(0)
+    policy = small_policy(text_hidden_dim=128).eval()  # the default text width
+    batch = random_batch(n=512)
+    actions = policy.select_action(batch, generator=torch.Generator().manual_seed(1))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grads = set()
+        for _ in range(12):
+            policy.zero_grad()
+            policy.log_prob(batch, actions).mean().backward()
+            grads.add(torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None]).numpy().tobytes())
+    finally:
+        torch.set_num_threads(before)
+    assert len(grads) == 1
+
+
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_sample_is_select_action_with_the_log_prob_of_its_action(name):
     """``sample`` draws what ``select_action`` draws (same generator, one for the batch or one per row) and scores it

@@ -253,7 +253,10 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
             fresh = self._text_cache
         table = torch.stack([fresh[t] for t in unique])
         index = torch.tensor([unique.index(t) for t in tasks], device=table.device)
-        return table[index]
+        # A one-hot product, not ``table[index]``: indexing's backward accumulates the B rows into ``table`` with
+        # atomic adds on CPU threads, in a different order each time, so the same update gave different weights
+        # (~1e-5 relative) and runs did not repeat. The product's forward is exact and its backward deterministic.
+        return F.one_hot(index, len(unique)).to(table.dtype) @ table
 
     def _normalize(self, actions: Tensor) -> Tensor:
         return (actions - self.action_center) / self.action_half
