@@ -50,11 +50,11 @@ ARMS = {  # arm -> trainer overrides
     # wm_finetune_success_frac), so it follows the changing policy (off in the toolkit's default).
     "wmrl_both_finetune": ["wmrl.mode=wmrl", "correction=both", "wmrl.wm_finetune_every=5"],
     # The imagination gap judged by its lower confidence bound (gap - 1 s.e.), so the outcome noise of one anchor
-    # group does not turn the imagined stream down (docs/correction.md, "Noise-aware gap"); the default since
-    # session 25, so wmrl_both_gapz = wmrl_both now, and wmrl_both_gapz0 is wmrl_both of the rounds before it.
-    # And the check off.
+    # group does not turn the imagined stream down (docs/correction.md, "Noise-aware gap"). The default since
+    # session 25: wmrl_both_gapz is wmrl_both now, and wmrl_both_gapz0 is wmrl_both of the rounds before it.
     "wmrl_both_gapz": ["wmrl.mode=wmrl", "correction=both", "correction.gap_z=1.0"],
     "wmrl_both_gapz0": ["wmrl.mode=wmrl", "correction=both", "correction.gap_z=0.0"],
+    # The imagination check off.
     "wmrl_both_nogap": ["wmrl.mode=wmrl", "correction=both", "correction.gap_tolerance=null"],
 }
 
