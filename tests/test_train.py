@@ -2,6 +2,7 @@
 
 import functools
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 from hydra import compose, initialize
 
 from vla_wmrl import train
+from vla_wmrl.stages import location_free
 
 
 def _cfg(tmp_path, *overrides):
@@ -69,6 +71,19 @@ def test_stages_are_reused_and_run_resumes(debug_run):
     assert summary["updates"] == 3
     assert [h["update"] for h in summary["history"]][:2] == [h["update"] for h in first["history"]][:2]
     assert {p: (p / "DONE").stat().st_mtime for p in (tmp / "cache").iterdir()} == stamps  # nothing re-ran
+
+
+def test_stage_names_do_not_depend_on_where_the_cache_lives(debug_run, tmp_path):
+    assert location_free({"demos": "c/demos-1/dataset", "data": ["c/a", "/ext/d", "c_other/x"], "n": 3}, "c") == {
+        "demos": "cache/demos-1/dataset", "data": ["cache/a", "/ext/d", "c_other/x"], "n": 3}
+    assert location_free({"p": "cache/sft-1"}, "cache") == {"p": "cache/sft-1"}  # default root: names unchanged
+    tmp, _ = debug_run
+    moved = tmp_path / "elsewhere" / "my_cache"
+    shutil.copytree(tmp / "cache", moved)
+    names = sorted(p.name for p in moved.iterdir())
+    cfg = _cfg(tmp, f"cache_dir={moved}", "wmrl.updates=1", "wmrl.groups=2", "wmrl.group_size=2")
+    train.run(cfg, tmp_path / "run")
+    assert sorted(p.name for p in moved.iterdir()) == names  # every stage found under its old name: none re-ran
 
 
 def test_sim_baseline_runs_in_the_same_code_path(debug_run, tmp_path):
