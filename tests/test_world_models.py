@@ -198,6 +198,22 @@ def test_lr_schedule_ends_with_the_budget_that_ends_first(trained_reach):
     assert summary["final_lr"] < 0.11 * summary["train_config"]["lr"]
 
 
+def test_lr_schedule_does_not_depend_on_the_machine_speed_when_steps_end_first():
+    """Two builds of one world model differed from step 25 on because the schedule's time term took over while the
+    first steps ran slowly: with the step budget ending first, the rate is a function of the step alone."""
+    from vla_wmrl.train_world_model import schedule_progress, time_binds
+
+    assert time_binds(500, 10_000, 60.0, 1800.0) is None  # too early to judge
+    fast = time_binds(1000, 10_000, 160.0, 1800.0)  # 10000 steps projected at 1600 s < 1800 s
+    assert fast is False
+    assert schedule_progress(25, 10_000, 5.0, 1800.0, fast) == schedule_progress(25, 10_000, 0.1, 1800.0, fast) == 25e-4
+    slow = time_binds(1000, 10_000, 300.0, 1800.0)  # projected 3000 s: the time budget ends first
+    assert slow is True
+    assert schedule_progress(1000, 10_000, 900.0, 1800.0, slow) == 0.5  # follows time, so the rate still decays
+    assert time_binds(300, 100_000, 190.0, 1800.0) is True  # no real step budget: time decides
+    assert schedule_progress(20_000, 10_000, 0.0, 1800.0, False) == 1.0
+
+
 def _held_out_gain(run_dir, dataset) -> float:
     """One-step PSNR gain (dB) over copying the last frame on the 3 episodes a `_train` run held out."""
     from vla_wmrl.eval_world_model import open_loop

@@ -48,8 +48,8 @@ class TrainWorldModelConfig:
     steps: int = 100_000           # optimisation steps (upper bound; max_minutes usually ends the run first)
     max_minutes: float = 20.0      # wall-clock budget of this invocation, minutes
     batch_size: int = 16           # windows per step
-    lr: float = 1e-3               # AdamW learning rate (cosine-decayed to lr / 10 over the time or step budget,
-                                   # whichever is nearer its end)
+    lr: float = 1e-3               # AdamW learning rate (cosine-decayed to lr / 10 over the step budget, or over
+                                   # the time budget when it will end training first: schedule_progress)
     weight_decay: float = 1e-4     # AdamW weight decay
     grad_clip: float = 1.0         # gradient-norm clip
     val_episodes: int = 4          # episodes held out from the last dataset for validation scalars
@@ -308,6 +308,24 @@ def validate(model: WorldModel, val: EpisodeData, gen: torch.Generator, n: int =
             "psnr_copy_last": float(psnr(batch[FRAMES][:, T - 1], target)[m].mean())}
 
 
+def time_binds(step: int, steps: int, trained_s: float, budget_s: float) -> bool | None:
+    """Whether the time budget will end training before the step budget, judged at the rate so far once a tenth of
+    either budget has passed (None before then)."""
+    if step < steps / 10 and trained_s < budget_s / 10:
+        return None
+    return trained_s * steps / max(step, 1) > budget_s
+
+
+def schedule_progress(step: int, steps: int, trained_s: float, budget_s: float, time_bound: bool) -> float:
+    """Position in [0, 1] of the cosine learning-rate schedule. It follows the step budget, so that a run's learning
+    rates, and with them its weights, do not depend on how fast the machine was at each moment; a run that the time
+    budget will end first (``time_bound``) follows whichever budget is nearer its end, so its rate still decays."""
+    progress = step / steps
+    if time_bound:
+        progress = max(progress, trained_s / budget_s)
+    return min(1.0, progress)
+
+
 def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, run_dir: str | Path) -> dict:
     """Train world model ``model_cfg["name"]`` on ``cfg.dataset``; checkpoints and TensorBoard under ``run_dir``.
     Shapes come from ``sim``, or from the (first) dataset when ``sim`` is None.
@@ -372,14 +390,16 @@ def train(cfg: TrainWorldModelConfig, model_cfg: dict, sim: SimConfig | None, ru
     trained0 = trained_s
     save_state = lambda: {"optimizer": opt.state_dict(), "step": step, "trained_seconds": trained_s}  # noqa: E731
     lr = None  # the last step's learning rate (None: no step ran)
+    time_bound = None  # will the time budget end training before the step budget? (decided once, time_binds)
     try:
         while step < cfg.steps:
             trained_s = trained0 + time.perf_counter() - t0
             if trained_s >= budget_s:
                 status = "time_budget"
                 break
-            # cosine over whichever budget (time or steps) is nearer its end
-            progress = min(1.0, max(trained_s / budget_s, step / cfg.steps))
+            if time_bound is None:
+                time_bound = time_binds(step, cfg.steps, trained_s, budget_s)
+            progress = schedule_progress(step, cfg.steps, trained_s, budget_s, bool(time_bound))
             lr = cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
             for g in opt.param_groups:
                 g["lr"] = lr
