@@ -34,11 +34,10 @@ for s, (d20, names) in ROUND20.items():
     if not f40.exists():
         continue
     ev20, ev40 = json.loads((d20 / "heldout_eval.json").read_text())[KEY], json.loads(f40.read_text())[KEY]
-    res40 = json.loads((HERE / f"seed{s}" / "results.json").read_text())
     for arm, name20 in names.items():
-        if arm not in ev40:
+        if arm not in ev40:  # not run yet (the driver writes the base's result first)
             continue
-        r = res40[arm]
+        r = json.loads((HERE / f"seed{s}" / "results.json").read_text())[arm]
         at20 = next(h for h in r["history"] if h["update"] == 20)
         rows.setdefault(arm, []).append({
             "seed": s, "base": ev40["base"]["success_rate"], "at20": ev20[name20]["success_rate"],
