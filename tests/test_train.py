@@ -212,6 +212,7 @@ def test_whole_run_budget_leaves_the_final_evaluation_its_time(debug_run, tmp_pa
 
     trainer = SimpleNamespace(cfg=SimpleNamespace(max_minutes=None), update_seconds=[], warmup_seconds=30.0,
                               train_seconds=100.0)
+    trainer.budget_left = left = functools.partial(train.WMRLTrainer.budget_left, trainer)  # the bar shows it too
     stops = functools.partial(train.WMRLTrainer.out_of_time, trainer)
     assert stops(29.0) and not stops(31.0) and not stops(None)  # before the first update: the warm-up's pace
     trainer.update_seconds = [5.0, 20.0, 8.0, 9.0]  # then the slowest of the last three
@@ -220,6 +221,9 @@ def test_whole_run_budget_leaves_the_final_evaluation_its_time(debug_run, tmp_pa
     assert not stops(None) and not stops(1e9)
     trainer.cfg.max_minutes = 119.0 / 60
     assert stops(None) and stops(1e9)
+    assert left(None) == pytest.approx(19.0) and left(7.0) == 7.0
+    trainer.cfg.max_minutes = None
+    assert left(None) is None and left(7.0) == 7.0
 
 
 def test_rollout_score_final_ignores_spurious_peaks_of_failed_rollouts():

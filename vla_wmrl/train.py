@@ -468,13 +468,17 @@ class WMRLTrainer:
             return self.algo.update(steps, advantages, weights, index, num_rollouts=max(int(out.valid.sum()), 1),
                                     prepare=to_policy_batch, generator=torch.Generator().manual_seed(int(key)))
 
+    def budget_left(self, seconds_left: float | None = None) -> float | None:
+        """Seconds left of the tighter budget: ``max_minutes`` of RL, or ``seconds_left`` of the whole run's (None:
+        no budget applies)."""
+        rl_left = None if self.cfg.max_minutes is None else 60 * self.cfg.max_minutes - self.train_seconds
+        return min((s for s in (rl_left, seconds_left) if s is not None), default=None)
+
     def out_of_time(self, seconds_left: float | None = None) -> bool:
         """Whether another update, at the pace of the slowest of the last three (before the first: the warm-up's),
         would end past ``max_minutes`` of RL or, given ``seconds_left`` (the whole run's budget), past that."""
-        pace = max(self.update_seconds[-3:], default=self.warmup_seconds)
-        if seconds_left is not None and pace > seconds_left:
-            return True
-        return self.cfg.max_minutes is not None and self.train_seconds + pace > 60 * self.cfg.max_minutes
+        left = self.budget_left(seconds_left)
+        return left is not None and max(self.update_seconds[-3:], default=self.warmup_seconds) > left
 
     def warmup(self) -> dict:
         """Before the first update: ``warmup_groups`` real groups of the starting policy. Their (predicted, real)
@@ -774,8 +778,10 @@ def run(cfg: DictConfig, run_dir: Path) -> dict:
                         writer.add_scalar(k if "/" in k else f"train/{k}", v, trainer.update_idx)
                 if wcfg.eval_every and trainer.update_idx % wcfg.eval_every == 0:
                     record_eval()
+                left = trainer.budget_left(seconds_left())  # the ETA counts updates; a budget may end the run first
                 bar.set_postfix(anchor_w=f"{m.get('correction/anchor_weight', 1.0):.2f}",
-                                success=f"{trainer.history[-1]['success_rate']:.2f}")
+                                success=f"{trainer.history[-1]['success_rate']:.2f}",
+                                **({} if left is None else {"budget_left": f"{max(left, 0) / 60:.1f}min"}))
                 bar.update(1)
                 trainer.save(ckpt)
         if trainer.update_idx < wcfg.updates:
