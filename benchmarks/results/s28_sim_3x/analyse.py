@@ -54,16 +54,16 @@ for phase, (wround, warm, wupdates) in WMRL.items():
         print(f"  {k}: {v['mean_points']:+.1f} (s.e. {v['se_points']:.1f}), n={v['n']}, >0 on {v['above_0']}, "
               f"ties {v['ties']}: {v['verdict']}")
 if "3x20" in out and "3x40" in out:  # simulator RL's own gain from the longer budget
-    at20 = {r["seed"]: r["sim"] for r in out["3x20"]["rows"]}
-    out["sim_3x40_minus_3x20"] = stat([r["sim"] - at20[r["seed"]] for r in out["3x40"]["rows"] if r["seed"] in at20])
+    at20 = {r["seed"]: r for r in out["3x20"]["rows"]}
+    out["sim_3x40_minus_3x20"] = stat([r["sim"] - at20[r["seed"]]["sim"] for r in out["3x40"]["rows"]
+                                       if r["seed"] in at20])
     v = out["sim_3x40_minus_3x20"]
     print(f"\nsimulator RL, 3x40 - 3x20: {v['mean_points']:+.1f} (s.e. {v['se_points']:.1f}), n={v['n']}")
     # descriptive, added after seed 0 (not in the plan): the earliest WMRL policy (20 or 40 updates) whose held-out
     # success reaches simulator RL's 3x40 final, and the fraction of simulator RL's RL seconds it had used
-    at20w = {r["seed"]: r for r in out["3x20"]["rows"]}
     out["reaches_sim_final"] = []
     for r in out["3x40"]["rows"]:
-        r20 = at20w.get(r["seed"])
+        r20 = at20.get(r["seed"])
         hit = r20 if r20 and r20["wmrl"] >= r["sim"] else r if r["wmrl"] >= r["sim"] else None
         out["reaches_sim_final"].append({"seed": r["seed"], "sim_final": r["sim"],
                                          "wmrl_updates": hit and hit["wmrl_updates"],
