@@ -37,18 +37,20 @@ for phase, (wround, warm, wupdates) in WMRL.items():
                      "wmrl": wmrl["success_rate"], "wmrl_updates": wupdates, "wmrl_rl_seconds": w_sec,
                      "sim_updates": r["updates"], "sim_rl_seconds": r["rl_seconds"],
                      "time_fraction": w_sec / r["rl_seconds"], "sim_real_steps": r["real_env_steps"],
-                     "sim_trainer_final": r["final_success_rate"]})
+                     "sim_trainer_final": r["final_success_rate"],
+                     # descriptive, added in session 29: the simulator's pace on each session's machine
+                     "sim_real_steps_per_second": r["real_env_steps"] / r["rl_seconds"]})
     if not rows:
         continue
     out[phase] = {"rows": rows, "wmrl_minus_sim": stat([r["wmrl"] - r["sim"] for r in rows]),
                   "sim_gain": stat([r["sim"] - r["base"] for r in rows]),
                   "wmrl_gain": stat([r["wmrl"] - r["base"] for r in rows])}
     print(f"\nWMRL {wupdates} updates vs simulator RL at {phase}: seed base wmrl sim (wmrl-sim) | sim updates, "
-          "RL s, real steps, WMRL's time fraction, trainer final")
+          "RL s, real steps, WMRL's time fraction, trainer final, real steps/s")
     for r in rows:
         print(f"  {r['seed']} {r['base']:.2f} {r['wmrl']:.2f} {r['sim']:.2f} {100 * (r['wmrl'] - r['sim']):+4.0f} | "
               f"{r['sim_updates']:3d} {r['sim_rl_seconds']:6.0f} {r['sim_real_steps']:6d} "
-              f"{r['time_fraction']:.3f} {r['sim_trainer_final']:.2f}")
+              f"{r['time_fraction']:.3f} {r['sim_trainer_final']:.2f} {r['sim_real_steps_per_second']:.1f}")
     for k in ("wmrl_minus_sim", "sim_gain", "wmrl_gain"):
         v = out[phase][k]
         print(f"  {k}: {v['mean_points']:+.1f} (s.e. {v['se_points']:.1f}), n={v['n']}, >0 on {v['above_0']}, "
