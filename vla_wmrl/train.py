@@ -82,7 +82,7 @@ class WMRLConfig:
     """The RL loop."""
 
     mode: str = "wmrl"               # wmrl (imagined + anchor groups) | sim (all groups real) | wm (imagined only)
-    updates: int = 20                # policy updates
+    updates: int = 40                # policy updates (configs/train.yaml sets the same)
     groups: int = 8                  # start states per update
     group_size: int = 8              # rollouts per start state (GRPO group)
     horizon: int = 60                # steps per real rollout (and per imagined one, unless imagine_horizon is set)
