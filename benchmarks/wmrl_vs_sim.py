@@ -13,7 +13,9 @@ Everything after ``--`` is passed to the trainer as Hydra overrides (e.g. wmrl.u
 ``--budget-fraction F`` compares at equal time instead: ``sim`` runs first (its updates as configured), then every
 other arm runs as many updates as fit in F x sim's RL wall-clock of this run (``wmrl.max_minutes``), so "reaches
 simulator RL's final success in <= F of its time" is read off the arms' final evaluation, timed side by side on the
-same machine.
+same machine. ``--budget-from ARM`` makes another arm the clock: e.g. ``--arms wmrl_both sim --budget-from wmrl_both
+--budget-fraction 3`` runs WMRL for its configured updates, then gives simulator RL 3x the RL seconds WMRL took, on
+this machine in this session (budgets copied from other sessions' runs carry their machines' speed).
 """
 
 from __future__ import annotations
@@ -73,7 +75,10 @@ def main():
     parser.add_argument("--out", default="benchmarks/results/wmrl_vs_sim")
     parser.add_argument("--report-only", action="store_true", help="only redraw the table and plot from results.json")
     parser.add_argument("--budget-fraction", type=float, default=None,
-                        help="run the non-sim arms for this fraction of sim's RL wall-clock (sim runs first)")
+                        help="run the other arms for this multiple of the --budget-from arm's RL wall-clock")
+    parser.add_argument("--budget-from", default="sim", choices=list(ARMS),
+                        help="with --budget-fraction: the arm that runs first, at its configured updates, and sets "
+                             "the others' budget (default: sim)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for the trainer (after --)")
     args = parser.parse_args()
     overrides = args.overrides
@@ -82,7 +87,8 @@ def main():
     if args.budget_fraction is not None:
         if not 0 < args.budget_fraction:
             parser.error(f"--budget-fraction must be > 0, got {args.budget_fraction}")
-        args.arms = sorted(args.arms, key=lambda a: a != "sim")  # sim first: the others' budget is its time
+        clock = args.budget_from
+        args.arms = sorted(args.arms, key=lambda a: a != clock)  # the clock first: the others' budget is its time
     from vla_wmrl.train import run
 
     out = Path(args.out)
@@ -92,10 +98,11 @@ def main():
     config_dir = str(Path(__file__).resolve().parent.parent / "configs")
     for arm in [] if args.report_only else args.arms:
         arm_overrides = list(overrides)
-        if args.budget_fraction is not None and arm != "sim":
-            if "sim" not in results:
-                parser.error("--budget-fraction needs the sim arm: add it to --arms (or run it into --out first)")
-            budget_min = args.budget_fraction * results["sim"]["rl_seconds"] / 60
+        if args.budget_fraction is not None and arm != clock:
+            if clock not in results:
+                parser.error(f"--budget-fraction needs the {clock} arm (--budget-from): add it to --arms (or run it "
+                             "into --out first)")
+            budget_min = args.budget_fraction * results[clock]["rl_seconds"] / 60
             arm_overrides = [o for o in overrides if not o.startswith(("wmrl.updates=", "wmrl.max_minutes="))]
             arm_overrides += [f"wmrl.max_minutes={budget_min:.4f}", "wmrl.updates=1000"]  # the budget decides
         with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
