@@ -94,6 +94,28 @@ def test_sim_baseline_runs_in_the_same_code_path(debug_run, tmp_path):
     assert summary["real_env_steps"] > 0
 
 
+
+def test_benchmark_gives_simulator_rl_a_multiple_of_the_wmrl_time_measured_first(debug_run, tmp_path, monkeypatch):
+    """benchmarks/wmrl_vs_sim.py --budget-from wmrl_both --budget-fraction 3: WMRL runs first at its configured updates,
+    then simulator RL's RL budget (wmrl.max_minutes) is 3x the RL seconds WMRL just took on this machine."""
+    import runpy
+    import sys
+
+    tmp, _ = debug_run
+    out = tmp_path / "bench"
+    monkeypatch.setattr(sys, "argv", [
+        "wmrl_vs_sim.py", "--arms", "sim", "wmrl_both", "--budget-from", "wmrl_both", "--budget-fraction", "3",
+        "--out", str(out), "--", "sim=mujoco_reach", "+experiment=debug", f"cache_dir={tmp / 'cache'}",
+        "wmrl.eval_episodes=2", "wmrl.updates=1", "wmrl.eval_every=0"])
+    runpy.run_path(str(Path(__file__).parent.parent / "benchmarks" / "wmrl_vs_sim.py"), run_name="__main__")
+    results = json.loads((out / "results.json").read_text())
+    assert list(results) == ["wmrl_both", "sim"]  # the clock ran first, whatever the order on the command line
+    assert results["wmrl_both"]["updates"] == 1 and "wmrl.updates=1" in results["wmrl_both"]["overrides"]
+    budget = 3 * results["wmrl_both"]["rl_seconds"] / 60
+    assert f"wmrl.max_minutes={budget:.4f}" in results["sim"]["overrides"]
+    assert "wmrl.updates=1000" in results["sim"]["overrides"]  # the budget, not the update count, ends it
+    assert (out / "table.json").exists() and (out / "success_curves.png").exists()
+
 def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run, tmp_path):
     tmp, summary = debug_run
     with pytest.MonkeyPatch.context() as mp:  # each fails before any stage runs
