@@ -94,7 +94,6 @@ def test_sim_baseline_runs_in_the_same_code_path(debug_run, tmp_path):
     assert summary["real_env_steps"] > 0
 
 
-
 def test_benchmark_gives_simulator_rl_a_multiple_of_the_wmrl_time_measured_first(debug_run, tmp_path, monkeypatch):
     """benchmarks/wmrl_vs_sim.py --budget-from wmrl_both --budget-fraction 3: WMRL runs first at its configured updates,
     then simulator RL's RL budget (wmrl.max_minutes) is 3x the RL seconds WMRL just took on this machine."""
@@ -115,6 +114,7 @@ def test_benchmark_gives_simulator_rl_a_multiple_of_the_wmrl_time_measured_first
     assert f"wmrl.max_minutes={budget:.4f}" in results["sim"]["overrides"]
     assert "wmrl.updates=1000" in results["sim"]["overrides"]  # the budget, not the update count, ends it
     assert (out / "table.json").exists() and (out / "success_curves.png").exists()
+
 
 def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run, tmp_path):
     tmp, summary = debug_run
