@@ -19,8 +19,9 @@ per-seed difference of A's and B's held-out final success, and, where a director
 shows whether each arm's held-out final reached simulator RL's and at what fraction of its RL wall-clock.
 
 ``--diagnostics`` adds, per run, the mean over its updates of the correction's TensorBoard scalars
-(``DIAGNOSTICS``: anchor weight, imagination gap and trust, ...) and the fraction of updates whose imagined stream was
-turned down (trust < 0.5), read from ``runs/<arm>/tensorboard``, to find what the seeds that fall behind share.
+(``DIAGNOSTICS``: anchor weight, imagination gap and trust, ...), the fraction of updates whose imagined stream was
+turned down (trust < 0.5) and where an update's time goes (``TIMINGS``: collection against the rest, mostly the GRPO
+step), read from ``runs/<arm>/tensorboard``, to find what the seeds that fall behind share.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ DEFAULT_SEED = "0"  # configs/train.yaml's seed, for runs whose overrides do not
 DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correction/imagination_trust",
                "correction/bias_removed", "train/anchor_success", "train/anchor_imagined_score",
                "train/imagined_pred_score", "train/anchor_update_share", "algo/kl", "algo/clip_frac")
+# Where an update's time goes, averaged over the updates only (step >= 1; the warm-up logs at step 0): collection (the
+# simulator groups, the imagined ones beside them), the whole update, and the rest of it (the GRPO step, mostly).
+TIMINGS = ("train/update_seconds", "train/collect_seconds", "train/real_steps_per_s", "train/imagined_steps_per_s")
 
 
 def _override(overrides: list[str], key: str, default: str | None = None) -> str:
@@ -108,8 +112,9 @@ def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | Non
 
 
 def run_diagnostics(run_dir: Path) -> dict:
-    """Mean over updates of each ``DIAGNOSTICS`` scalar a run logged, and the fraction of updates with the imagined
-    stream's trust below 0.5 (``{}`` when the run has no TensorBoard events)."""
+    """Mean over updates of each ``DIAGNOSTICS`` and ``TIMINGS`` scalar a run logged, the fraction of updates with the
+    imagined stream's trust below 0.5, and an update's seconds outside collection (``{}`` when the run has no
+    TensorBoard events)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = sorted((run_dir / "tensorboard").glob("events*"))
@@ -119,6 +124,12 @@ def run_diagnostics(run_dir: Path) -> dict:
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     out = {tag: float(np.mean([e.value for e in acc.Scalars(tag)])) for tag in DIAGNOSTICS if tag in tags}
+    for tag in TIMINGS:
+        values = [e.value for e in acc.Scalars(tag) if e.step >= 1] if tag in tags else []
+        if values:
+            out[tag] = float(np.mean(values))
+    if {"train/update_seconds", "train/collect_seconds"} <= out.keys():
+        out["train/update_minus_collect_seconds"] = out["train/update_seconds"] - out["train/collect_seconds"]
     if "correction/imagination_trust" in tags:
         out["trust_below_half"] = float(np.mean([e.value < 0.5 for e in acc.Scalars("correction/imagination_trust")]))
     return out
