@@ -8,11 +8,15 @@ this measures what ``wmrl.update_threads`` buys (no reference policy, as first m
 update as ``old_log_prob``) against recomputing it before the update (one more forward pass over every step). Both
 with the behaviour-cloned reference's KL penalty and ``--threads`` threads, as the trainer runs.
 
+``--compare channels_last``: the policy's weights and images in channels-last memory order (NHWC, which oneDNN's CPU
+convolutions prefer) against the default contiguous NCHW. The same arithmetic, another memory layout; with the
+reference's KL penalty, recorded log-probabilities and ``--threads`` threads, as the trainer runs.
+
 One GRPO update of the Lift-sized default TinyVLA (64x64 camera, 9-D state, 7-D action) on ``--rollouts`` x
 ``--steps`` steps, the two configurations alternating so that machine noise hits both alike. Speed does not depend on
 the weights, so a freshly initialised policy and random observations are used (no dataset or checkpoint needed).
 
-    python benchmarks/grpo_update.py --compare threads|log_prob [--threads 2] [--repeats 3]
+    python benchmarks/grpo_update.py --compare threads|log_prob|channels_last [--threads 2] [--repeats 3]
 
 Prints a table and writes ``benchmarks/results/grpo_<compare>.json``.
 """
@@ -53,21 +57,28 @@ def make_batch(rollouts: int, steps: int, image: int, state: int, action: int, s
     return batch, np.repeat(np.arange(rollouts), steps)
 
 
+def channels_last_batch(batch: dict) -> dict:
+    """``to_policy_batch`` with the (B, C, H, W) images in channels-last memory order."""
+    out = to_policy_batch(batch)
+    return {k: v.contiguous(memory_format=torch.channels_last) if isinstance(v, torch.Tensor) and v.dim() == 4 else v
+            for k, v in out.items()}
+
+
 def time_update(policy, cfg: GRPOConfig, batch: dict, index: np.ndarray, rollouts: int, threads: int,
-                use_ref: bool = False) -> float:
+                use_ref: bool = False, prepare=to_policy_batch) -> float:
     """Seconds of one GRPO update (with the log-probabilities it must compute: the old ones unless ``batch`` holds
     ``old_log_prob``, the reference's if ``use_ref``) with ``threads`` torch threads, on a copy of the policy."""
     algo = GRPO(copy.deepcopy(policy), copy.deepcopy(policy) if use_ref else None, cfg)
     adv = np.random.default_rng(0).standard_normal(rollouts)
     with torch_threads(threads):
         t0 = time.perf_counter()
-        algo.update(batch, adv, np.ones(rollouts), index, rollouts, prepare=to_policy_batch)
+        algo.update(batch, adv, np.ones(rollouts), index, rollouts, prepare=prepare)
         return time.perf_counter() - t0
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--compare", choices=["threads", "log_prob"], default="log_prob")
+    parser.add_argument("--compare", choices=["threads", "log_prob", "channels_last"], default="log_prob")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (threads: of the compared run; the "
                                                                "baseline has 1)")
     parser.add_argument("--rollouts", type=int, default=64, help="rollouts per update (8 groups x 8)")
@@ -90,6 +101,19 @@ def main():
         names = ("1 thread", f"{args.threads} threads")
         runs = {names[0]: lambda: time_update(policy, algo_cfg, batch, index, args.rollouts, 1),
                 names[1]: lambda: time_update(policy, algo_cfg, batch, index, args.rollouts, args.threads)}
+    elif args.compare == "channels_last":
+        with torch_threads(args.threads):
+            recorded = dict(batch, old_log_prob=GRPO(policy, None, algo_cfg).log_prob(batch, to_policy_batch))
+        nhwc = copy.deepcopy(policy).to(memory_format=torch.channels_last)
+        with torch.no_grad(), torch_threads(args.threads):  # the same function: log-probabilities agree
+            head = {k: v[:512] for k, v in batch.items()}
+            diff = (GRPO(nhwc, None, algo_cfg).log_prob(head, channels_last_batch)
+                    - GRPO(policy, None, algo_cfg).log_prob(head, to_policy_batch)).abs().max().item()
+        print(f"max |log-prob difference| channels_last - NCHW on 512 steps: {diff:.2e}")
+        names = ("NCHW", "channels_last")
+        runs = {names[0]: lambda: time_update(policy, algo_cfg, recorded, index, args.rollouts, args.threads, True),
+                names[1]: lambda: time_update(nhwc, algo_cfg, recorded, index, args.rollouts, args.threads, True,
+                                              prepare=channels_last_batch)}
     else:
         with torch_threads(args.threads):
             recorded = dict(batch, old_log_prob=GRPO(policy, None, algo_cfg).log_prob(batch, to_policy_batch))
@@ -114,9 +138,11 @@ def main():
               f"{median[name] / median[names[0]]:.2f}")
     out = {"compare": args.compare, "baseline": names[0], "candidate": names[1], "rollouts": args.rollouts,
            "steps": args.steps, "epochs": algo_cfg.epochs, "minibatch_size": algo_cfg.minibatch_size,
-           "threads": args.threads, "kl_coef": algo_cfg.kl_coef if args.compare == "log_prob" else 0.0,
+           "threads": args.threads, "kl_coef": algo_cfg.kl_coef if args.compare != "threads" else 0.0,
            "cpu_count": os.cpu_count(), "seconds": times, "median_seconds": median,
            "time_ratio": median[names[1]] / median[names[0]]}
+    if args.compare == "channels_last":
+        out["max_abs_log_prob_difference"] = diff
     path = Path(args.out or ROOT / f"benchmarks/results/grpo_{args.compare}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))
