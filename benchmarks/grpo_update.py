@@ -101,9 +101,10 @@ def main():
         names = ("1 thread", f"{args.threads} threads")
         runs = {names[0]: lambda: time_update(policy, algo_cfg, batch, index, args.rollouts, 1),
                 names[1]: lambda: time_update(policy, algo_cfg, batch, index, args.rollouts, args.threads)}
-    elif args.compare == "channels_last":
+    else:  # log_prob, channels_last: with the reference's KL penalty, as the trainer runs
         with torch_threads(args.threads):
             recorded = dict(batch, old_log_prob=GRPO(policy, None, algo_cfg).log_prob(batch, to_policy_batch))
+    if args.compare == "channels_last":
         nhwc = copy.deepcopy(policy).to(memory_format=torch.channels_last)
         with torch.no_grad(), torch_threads(args.threads):  # the same function: log-probabilities agree
             head = {k: v[:512] for k, v in batch.items()}
@@ -114,9 +115,7 @@ def main():
         runs = {names[0]: lambda: time_update(policy, algo_cfg, recorded, index, args.rollouts, args.threads, True),
                 names[1]: lambda: time_update(nhwc, algo_cfg, recorded, index, args.rollouts, args.threads, True,
                                               prepare=channels_last_batch)}
-    else:
-        with torch_threads(args.threads):
-            recorded = dict(batch, old_log_prob=GRPO(policy, None, algo_cfg).log_prob(batch, to_policy_batch))
+    elif args.compare == "log_prob":
         names = ("recomputed", "recorded")
         runs = {name: (lambda b=b: time_update(policy, algo_cfg, b, index, args.rollouts, args.threads, use_ref=True))
                 for name, b in zip(names, (batch, recorded))}
