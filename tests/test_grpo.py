@@ -4,10 +4,12 @@ and rollouts with weight 0 (excluded by the correction core) have no effect at a
 import copy
 
 import numpy as np
+import pytest
 import torch
 from test_policies import random_batch, small_policy
 
 from vla_wmrl.algos.grpo import GRPO, GRPOConfig
+from vla_wmrl.policies.base import StochasticPolicy
 
 
 def _steps(policy, n_rollouts, steps_per_rollout=8, seed=0):
@@ -126,3 +128,54 @@ def test_the_frozen_reference_is_scored_once_per_update_and_the_kl_penalty_holds
             r = base.log_prob(steps, steps["action"]) - policy.log_prob(steps, steps["action"])
         moved[kl_coef] = (r.exp() - r - 1).mean().item()
     assert moved[1.0] < moved[0.0], moved
+
+
+@pytest.mark.parametrize("ref_encoder", ["same", "different"])
+def test_a_frozen_encoder_trains_the_head_alone_on_features_encoded_once(ref_encoder):
+    """algo.freeze_encoder: the encoder keeps its weights, the head learns, and the update equals that of running the
+    frozen encoder on every minibatch (with a reference whose encoder is the policy's or its own), while the encoder
+    sees each kept step once (the update's cost) instead of at every pass."""
+    torch.manual_seed(0)
+    base = small_policy()
+    steps, index = _steps(base, 6)
+    adv, w = np.array([1.0, -1.0, 0.5, -0.5, 1.0, -1.0]), np.array([1.0, 1.0, 1.0, 0.0, 2.0, 1.0])
+    ref = copy.deepcopy(base)
+    if ref_encoder == "different":
+        with torch.no_grad():
+            for p in ref.encoder_parameters():
+                p.add_(0.05 * torch.randn_like(p))
+    encoded, params = {}, {}
+    for cached in (True, False):
+        policy = copy.deepcopy(base)
+        if not cached:  # the same algorithm the slow way: the encoder frozen by hand, run at every pass
+            for p in policy.encoder_parameters():
+                p.requires_grad_(False)
+        algo = GRPO(policy, copy.deepcopy(ref), GRPOConfig(epochs=3, minibatch_size=16, kl_coef=0.5,
+                                                           freeze_encoder=cached))
+        algo.optimizer = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
+        sizes = []
+        forward = policy.image_encoder.forward
+        policy.image_encoder.forward = lambda images, cond=None: sizes.append(len(images)) or forward(images, cond)
+        out = algo.update(steps, adv, w, index, num_rollouts=5, generator=torch.Generator().manual_seed(3))
+        assert out["kl"] > 0, out
+        encoded[cached], params[cached] = sum(sizes), policy.state_dict()
+    kept_steps = int((w[index] > 0).sum())
+    assert encoded[True] == kept_steps and encoded[False] > 3 * kept_steps, encoded
+    encoder = {n for n, _ in base.named_parameters() if n.startswith(("image_encoder.", "text_encoder."))}
+    for name, value in base.state_dict().items():
+        if name in encoder:
+            assert torch.equal(params[True][name], value), name
+        torch.testing.assert_close(params[True][name], params[False][name], atol=1e-5, rtol=1e-4, msg=name)
+    assert not torch.equal(params[True]["mean_head.weight"], base.state_dict()["mean_head.weight"])
+
+
+def test_freeze_encoder_on_a_policy_without_an_encoder_head_split_names_the_option():
+    class Whole(torch.nn.Module, StochasticPolicy):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Linear(2, 2)
+
+        select_action = log_prob = entropy = forward = None
+
+    with pytest.raises(NotImplementedError, match="algo.freeze_encoder=false"):
+        GRPO(Whole(), None, GRPOConfig(freeze_encoder=True))

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from hydra import compose, initialize
 
 from vla_wmrl import train
@@ -70,6 +71,9 @@ def test_seed_diagnostics_read_the_runs_correction_scalars(debug_run):
 def test_stages_are_reused_and_run_resumes(debug_run):
     tmp, first = debug_run
     stamps = {p: (p / "DONE").stat().st_mtime for p in (tmp / "cache").iterdir()}
+    # a checkpoint whose encoder trained cannot resume with it frozen (the optimiser holds other parameters)
+    with pytest.raises(ValueError, match="trained with algo.freeze_encoder=false"):
+        train.run(_cfg(tmp, "wmrl.updates=3", "resume=true", "algo.freeze_encoder=true"), tmp / "run")
     cfg = _cfg(tmp, "wmrl.updates=3", "resume=true")
     summary = train.run(cfg, tmp / "run")  # same run dir: continues from the checkpoint at update 2
     assert summary["updates"] == 3
@@ -118,6 +122,20 @@ def test_benchmark_gives_simulator_rl_a_multiple_of_the_wmrl_time_measured_first
     assert f"wmrl.max_minutes={budget:.4f}" in results["sim"]["overrides"]
     assert "wmrl.updates=1000" in results["sim"]["overrides"]  # the budget, not the update count, ends it
     assert (out / "table.json").exists() and (out / "success_curves.png").exists()
+
+
+def test_a_frozen_encoder_run_keeps_the_behaviour_cloned_encoder_and_trains_the_head(debug_run, tmp_path):
+    from safetensors.torch import load_file
+
+    tmp, _ = debug_run
+    summary = train.run(_cfg(tmp, "wmrl.updates=1", "algo.freeze_encoder=true"), tmp_path / "frozen")
+    assert summary["updates"] == 1
+    sft = load_file(str(next((tmp / "cache").glob("sft-*/pretrained_model/model.safetensors"))))
+    after = load_file(str(tmp_path / "frozen" / "policy" / "model.safetensors"))
+    for name, value in sft.items():
+        if name.startswith(("image_encoder.", "text_encoder.")):
+            assert torch.equal(after[name], value), name
+    assert not torch.equal(after["mean_head.weight"], sft["mean_head.weight"])
 
 
 def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run, tmp_path):

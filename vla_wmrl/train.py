@@ -554,7 +554,7 @@ class WMRLTrainer:
                     "warmed_up": self.warmed_up, "warmup_seconds": self.warmup_seconds,
                     "update_seconds": self.update_seconds[-3:],
                     "wm_opt": self.wm_opt.state_dict() if self.imagined is not None else None,
-                    "history": self.history}, tmp / "trainer.pt")
+                    "freeze_encoder": self.algo.cfg.freeze_encoder, "history": self.history}, tmp / "trainer.pt")
         (tmp / "corrector.json").write_text(json.dumps(self.corrector.state_dict()))
         if self.world_model is not None:
             self.world_model.save(tmp / "world_model")
@@ -567,6 +567,10 @@ class WMRLTrainer:
         from safetensors.torch import load_file
 
         state = torch.load(path / "trainer.pt", weights_only=False)
+        saved = state.get("freeze_encoder", False)  # checkpoints from before the option trained the encoder
+        if saved != self.algo.cfg.freeze_encoder:  # the optimiser's parameters differ: Adam's state would not load
+            raise ValueError(f"{path} was trained with algo.freeze_encoder={str(saved).lower()}; resume with the same "
+                             f"setting (got {str(self.algo.cfg.freeze_encoder).lower()}) or start a new run")
         self.policy.load_state_dict(load_file(str(path / "policy" / "model.safetensors")), strict=False)
         self.algo.optimizer.load_state_dict(state["optimizer"])
         self.algo.ref_policy.load_state_dict(state["ref"])

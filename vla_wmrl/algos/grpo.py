@@ -9,6 +9,11 @@ core) and one loss weight ``w_i`` (anchor weight, inverse-variance weight and th
 
 (dual-clipped at ``c * A`` for negative advantages) with ``rho_t = pi(a_t|o_t) / pi_old(a_t|o_t)`` and the k3 estimator ``KL = exp(r) - r - 1``, ``r = log pi_ref -
 log pi`` (Schulman's low-variance unbiased estimator), against the behaviour-cloned reference policy.
+
+With ``freeze_encoder`` the policy's observation encoder (for TinyVLA: the CNN with its FiLM layers and the instruction
+GRU) is held at its behaviour-cloned weights and only the action head learns. Each update then encodes its steps once,
+without gradients, and its epochs, the rollout policy's and the reference's log-probabilities all run on the cached
+features: the same update as running the frozen encoder every time, at a fraction of the cost.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+
+from vla_wmrl.policies.base import FEATURES
 
 
 @dataclass
@@ -37,6 +44,8 @@ class GRPOConfig:
     entropy_coef: float = 0.0     # entropy bonus
     target_kl: float | None = None  # stop an update's remaining minibatches once the approximate KL between the
                                     # rollout policy and the current one passes 1.5x this (PPO early stopping); None=off
+    freeze_encoder: bool = False  # hold the policy's observation encoder fixed and train the action head only, on
+                                  # features encoded once per update (see the module docstring)
 
 
 class GRPO:
@@ -50,6 +59,9 @@ class GRPO:
 
     def __init__(self, policy: torch.nn.Module, ref_policy: torch.nn.Module | None, cfg: GRPOConfig):
         self.policy, self.ref_policy, self.cfg = policy, ref_policy, cfg
+        if cfg.freeze_encoder:
+            for p in policy.encoder_parameters():  # a policy without an encoder/head split raises, naming the option
+                p.requires_grad_(False)
         self.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr)
         if ref_policy is not None:
             ref_policy.eval().requires_grad_(False)
@@ -90,6 +102,8 @@ class GRPO:
                  "approx_kl": []}
         if len(keep) == 0:
             return {"skipped": 1.0}
+        if cfg.freeze_encoder:
+            steps, prepare = self._encoded(steps, keep, prepare), (lambda b: b)
         if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
             old_log_prob = torch.zeros(n)  # only the kept steps: excluded rollouts are never read
             old_log_prob[keep] = self.log_prob(_index(steps, keep), prepare)
@@ -130,6 +144,23 @@ class GRPO:
         out["approx_kl_last"] = stats["approx_kl"][-1]
         out["step_fraction"] = len(stats["loss"]) / planned  # gradient steps taken / planned (early stopping)
         return out
+
+    def _encoded(self, steps: dict, keep: torch.Tensor, prepare) -> dict:
+        """``steps`` with the observations replaced by the frozen encoder's features (computed for the kept steps,
+        zeros elsewhere) and the reference's log-probabilities, when needed, taken from the same features if the
+        reference's encoder is the policy's (the usual case: both start from the behaviour-cloned weights), else from
+        the observations before they are dropped."""
+        if self._uses_ref and "ref_log_prob" not in steps and not _same_encoder(self.policy, self.ref_policy):
+            ref_log_prob = torch.zeros(len(steps["action"]))
+            ref_log_prob[keep] = _log_prob_chunks(self.ref_policy, _index(steps, keep), prepare)
+            steps = dict(steps, ref_log_prob=ref_log_prob)
+        self.policy.eval()
+        with torch.no_grad():
+            chunks = [self.policy.encode(prepare(_index(steps, idx))) for idx in keep.split(512)]
+        features = torch.zeros(len(steps["action"]), chunks[0].shape[1])
+        features[keep] = torch.cat(chunks)
+        kept = {k: steps[k] for k in ("action", "old_log_prob", "ref_log_prob") if k in steps}
+        return {FEATURES: features, **kept}
 
     def _loss(self, mb: dict, a: torch.Tensor, wi: torch.Tensor, scale: float) -> tuple[torch.Tensor, dict]:
         """The loss of one micro-batch (see the module docstring) and its diagnostics (loss, pg_loss, kl, entropy,
@@ -172,6 +203,10 @@ def _log_prob_chunks(policy, steps: dict, prepare, chunk: int = 512) -> torch.Te
     out = [policy.log_prob(mb := prepare(_index(steps, torch.arange(i, min(n, i + chunk)))), mb["action"])
            for i in range(0, n, chunk)]
     return torch.cat(out)
+
+
+def _same_encoder(policy, other) -> bool:
+    return all(torch.equal(p, q) for p, q in zip(policy.encoder_parameters(), other.encoder_parameters()))
 
 
 def _index(batch: dict, idx: torch.Tensor) -> dict:

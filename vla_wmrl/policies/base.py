@@ -7,6 +7,10 @@ an RL trainer (GRPO/PPO) need. Batches use LeRobot's keys and layout::
     observation.state         (B, D) float32
     task                      list of B instruction strings
     action                    (B, A) float32 (training batches only)
+
+A policy that splits into an observation encoder and an action head (``encode``) also accepts, in place of the
+observations, ``features`` (B, F): what its ``encode`` returned for them. An RL update that keeps the encoder frozen
+(``algo.freeze_encoder``) encodes each step once and runs its epochs on the head alone.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from lerobot.configs.types import FeatureType, PolicyFeature
 from lerobot.utils.constants import ACTION, OBS_IMAGES, OBS_STATE
 
 TASK = "task"
+FEATURES = "features"  # a batch's precomputed ``encode`` output, in place of its observations
 
 
 class StochasticPolicy(abc.ABC):
@@ -54,6 +59,18 @@ class StochasticPolicy(abc.ABC):
     @abc.abstractmethod
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
         """Supervised (behaviour-cloning) loss on a batch that holds ``action``, and logging-friendly metrics."""
+
+    def encode(self, batch: dict) -> torch.Tensor:
+        """Features (B, F) of a batch's observations, everything the action head reads; a batch holding them under
+        ``FEATURES`` (and no observations) then gives the same ``log_prob`` and ``entropy``. Optional: a policy that
+        does not split into an encoder and a head raises ``NotImplementedError``."""
+        raise NotImplementedError(f"policy {type(self).__name__} does not split into an observation encoder and an "
+                                  f"action head (no encode()); set algo.freeze_encoder=false")
+
+    def encoder_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters ``encode`` depends on (and nothing after it): what ``algo.freeze_encoder`` holds fixed."""
+        raise NotImplementedError(f"policy {type(self).__name__} does not split into an observation encoder and an "
+                                  f"action head (no encoder_parameters()); set algo.freeze_encoder=false")
 
 
 # --------------------------------------------------------------------------------------------------------------- #

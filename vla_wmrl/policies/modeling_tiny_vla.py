@@ -23,7 +23,7 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
-from vla_wmrl.policies.base import TASK, StochasticPolicy, validate_batch
+from vla_wmrl.policies.base import FEATURES, TASK, StochasticPolicy, validate_batch
 from vla_wmrl.policies.configuration_tiny_vla import TinyVLAConfig
 
 _MEAN_BOUND = 4.0  # |pre-tanh mean| stays below this: tanh(4) = 0.9993, invertible in float32
@@ -228,17 +228,26 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         return loss, {"mse": mse.item(), "nll": nll.item(), "std": log_std.exp().mean().item()}
 
     # ----------------------------------------------------------------------------------------- internals -------- #
-    def _distribution(self, batch: dict) -> tuple[Tensor, Tensor]:
-        """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,)."""
+    def encode(self, batch: dict) -> Tensor:
+        """(B, F): the image embeddings (FiLM-conditioned), the instruction embedding and the normalised state,
+        concatenated; the action head (trunk, mean head, log_std) reads nothing else."""
         validate_batch(self.config.input_features, batch)
         text = self._encode_instructions(batch[TASK])
         features = [self.image_encoder(batch[k], text) for k in self.image_keys]
         features.append(text)
         if self.config.state_dim:
             features.append((batch[OBS_STATE] - self.state_mean) / self.state_std)
+        return torch.cat(features, dim=-1)
+
+    def encoder_parameters(self) -> list[nn.Parameter]:
+        return [*self.image_encoder.parameters(), *self.text_encoder.parameters()]
+
+    def _distribution(self, batch: dict) -> tuple[Tensor, Tensor]:
+        """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,), from the observations or their ``FEATURES``."""
+        features = batch[FEATURES] if FEATURES in batch else self.encode(batch)
         # Soft-bound the pre-tanh mean: beyond ~|u| = 9, float32 tanh rounds to exactly 1, atanh cannot recover the
         # sample, and RL log-probabilities (hence PPO ratios and gradients) explode.
-        mean = _MEAN_BOUND * torch.tanh(self.mean_head(self.trunk(torch.cat(features, dim=-1))) / _MEAN_BOUND)
+        mean = _MEAN_BOUND * torch.tanh(self.mean_head(self.trunk(features)) / _MEAN_BOUND)
         log_std = self.log_std.clamp(self.config.log_std_min, self.config.log_std_max)
         return mean, log_std
 
