@@ -73,7 +73,7 @@ class GRPO:
     def log_prob(self, steps: dict, prepare=lambda b: b) -> torch.Tensor:
         """Log-probabilities of ``steps["action"]`` under the current policy, in chunks, without gradients."""
         self.policy.eval()
-        return _log_prob_chunks(self.policy, steps, prepare)
+        return _on_kept(_log_prob_of(self.policy), steps, torch.arange(len(steps["action"])), prepare)
 
     def update(self, steps: dict, advantages: np.ndarray, weights: np.ndarray, rollout_index: np.ndarray,
                num_rollouts: int, prepare=lambda b: b, generator: torch.Generator | None = None) -> dict:
@@ -94,7 +94,7 @@ class GRPO:
         Returns:
             Mean loss terms and diagnostics over the update.
         """
-        cfg, n = self.cfg, len(rollout_index)
+        cfg = self.cfg
         adv = torch.as_tensor(advantages, dtype=torch.float32)[torch.as_tensor(rollout_index)]
         w = torch.as_tensor(weights, dtype=torch.float32)[torch.as_tensor(rollout_index)]
         keep = (w > 0).nonzero().flatten()  # steps of excluded rollouts carry no gradient
@@ -105,13 +105,10 @@ class GRPO:
         if cfg.freeze_encoder:
             steps, prepare = self._encoded(steps, keep, prepare), (lambda b: b)
         if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
-            old_log_prob = torch.zeros(n)  # only the kept steps: excluded rollouts are never read
-            old_log_prob[keep] = self.log_prob(_index(steps, keep), prepare)
-            steps = dict(steps, old_log_prob=old_log_prob)
+            self.policy.eval()
+            steps = dict(steps, old_log_prob=_on_kept(_log_prob_of(self.policy), steps, keep, prepare))
         if self._uses_ref and "ref_log_prob" not in steps:  # the reference is frozen: score once, not every epoch
-            ref_log_prob = torch.zeros(n)
-            ref_log_prob[keep] = _log_prob_chunks(self.ref_policy, _index(steps, keep), prepare)
-            steps = dict(steps, ref_log_prob=ref_log_prob)
+            steps = dict(steps, ref_log_prob=_on_kept(_log_prob_of(self.ref_policy), steps, keep, prepare))
         # Eval mode on purpose: training-time augmentation would make the ratio differ from 1 on unchanged weights.
         self.policy.eval()
         planned = cfg.epochs * -(-len(keep) // cfg.minibatch_size)
@@ -151,14 +148,9 @@ class GRPO:
         reference's encoder is the policy's (the usual case: both start from the behaviour-cloned weights), else from
         the observations before they are dropped."""
         if self._uses_ref and "ref_log_prob" not in steps and not _same_encoder(self.policy, self.ref_policy):
-            ref_log_prob = torch.zeros(len(steps["action"]))
-            ref_log_prob[keep] = _log_prob_chunks(self.ref_policy, _index(steps, keep), prepare)
-            steps = dict(steps, ref_log_prob=ref_log_prob)
+            steps = dict(steps, ref_log_prob=_on_kept(_log_prob_of(self.ref_policy), steps, keep, prepare))
         self.policy.eval()
-        with torch.no_grad():
-            chunks = [self.policy.encode(prepare(_index(steps, idx))) for idx in keep.split(512)]
-        features = torch.zeros(len(steps["action"]), chunks[0].shape[1])
-        features[keep] = torch.cat(chunks)
+        features = _on_kept(self.policy.encode, steps, keep, prepare)
         kept = {k: steps[k] for k in ("action", "old_log_prob", "ref_log_prob") if k in steps}
         return {FEATURES: features, **kept}
 
@@ -198,11 +190,17 @@ class GRPO:
 
 
 @torch.no_grad()
-def _log_prob_chunks(policy, steps: dict, prepare, chunk: int = 512) -> torch.Tensor:
-    n = len(steps["action"])
-    out = [policy.log_prob(mb := prepare(_index(steps, torch.arange(i, min(n, i + chunk)))), mb["action"])
-           for i in range(0, n, chunk)]
-    return torch.cat(out)
+def _on_kept(fn, steps: dict, keep: torch.Tensor, prepare, chunk: int = 512) -> torch.Tensor:
+    """``fn`` (a prepared batch -> a tensor with one row per step) over the ``keep`` steps, in chunks, without
+    gradients; zeros at the other steps (excluded rollouts, never read)."""
+    out = torch.cat([fn(prepare(_index(steps, idx))) for idx in keep.split(chunk)])
+    full = out.new_zeros((len(steps["action"]), *out.shape[1:]))
+    full[keep] = out
+    return full
+
+
+def _log_prob_of(policy):
+    return lambda batch: policy.log_prob(batch, batch["action"])
 
 
 def _same_encoder(policy, other) -> bool:

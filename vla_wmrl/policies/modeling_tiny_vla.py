@@ -227,7 +227,6 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         loss = mse + self.config.std_loss_weight * nll
         return loss, {"mse": mse.item(), "nll": nll.item(), "std": log_std.exp().mean().item()}
 
-    # ----------------------------------------------------------------------------------------- internals -------- #
     def encode(self, batch: dict) -> Tensor:
         """(B, F): the image embeddings (FiLM-conditioned), the instruction embedding and the normalised state,
         concatenated; the action head (trunk, mean head, log_std) reads nothing else."""
@@ -242,6 +241,7 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
     def encoder_parameters(self) -> list[nn.Parameter]:
         return [*self.image_encoder.parameters(), *self.text_encoder.parameters()]
 
+    # ----------------------------------------------------------------------------------------- internals -------- #
     def _distribution(self, batch: dict) -> tuple[Tensor, Tensor]:
         """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,), from the observations or their ``FEATURES``."""
         features = batch[FEATURES] if FEATURES in batch else self.encode(batch)
