@@ -17,11 +17,15 @@ reference's KL penalty, recorded log-probabilities and ``--threads`` threads, as
 alone. With the reference's KL penalty, recorded log-probabilities and ``--threads`` threads, as the trainer runs. Not
 the same update (the encoder does not learn): whether RL gains as much with it is a question for the trainer's rounds.
 
+``--compare freeze_backbone``: the whole policy trained against ``algo.freeze_encoder=backbone``: the conv blocks (with
+FiLM) and the GRU held fixed and their feature maps cached once per update; the image projection learns with the head.
+
 One GRPO update of the Lift-sized default TinyVLA (64x64 camera, 9-D state, 7-D action) on ``--rollouts`` x
 ``--steps`` steps, the two configurations alternating so that machine noise hits both alike. Speed does not depend on
 the weights, so a freshly initialised policy and random observations are used (no dataset or checkpoint needed).
 
-    python benchmarks/grpo_update.py --compare threads|log_prob|channels_last|freeze_encoder [--threads 2] [--repeats 3]
+    python benchmarks/grpo_update.py --compare threads|log_prob|channels_last|freeze_encoder|freeze_backbone \
+        [--threads 2] [--repeats 3]
 
 Prints a table and writes ``benchmarks/results/grpo_<compare>.json``.
 """
@@ -84,7 +88,8 @@ def time_update(policy, cfg: GRPOConfig, batch: dict, index: np.ndarray, rollout
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--compare", choices=["threads", "log_prob", "channels_last", "freeze_encoder"], default="log_prob")
+    parser.add_argument("--compare", choices=["threads", "log_prob", "channels_last", "freeze_encoder",
+                                                    "freeze_backbone"], default="log_prob")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (threads: of the compared run; the "
                                                                "baseline has 1)")
     parser.add_argument("--rollouts", type=int, default=64, help="rollouts per update (8 groups x 8)")
@@ -121,9 +126,10 @@ def main():
         runs = {names[0]: lambda: time_update(policy, algo_cfg, recorded, index, args.rollouts, args.threads, True),
                 names[1]: lambda: time_update(nhwc, algo_cfg, recorded, index, args.rollouts, args.threads, True,
                                               prepare=channels_last_batch)}
-    elif args.compare == "freeze_encoder":
-        names = ("trained", "frozen")
-        frozen_cfg = dataclasses.replace(algo_cfg, freeze_encoder=True)
+    elif args.compare in ("freeze_encoder", "freeze_backbone"):
+        names = ("trained", "frozen" if args.compare == "freeze_encoder" else "backbone frozen")
+        frozen_cfg = dataclasses.replace(algo_cfg,
+                                         freeze_encoder=True if args.compare == "freeze_encoder" else "backbone")
         runs = {names[0]: lambda: time_update(policy, algo_cfg, recorded, index, args.rollouts, args.threads, True),
                 names[1]: lambda: time_update(policy, frozen_cfg, recorded, index, args.rollouts, args.threads, True)}
     elif args.compare == "log_prob":

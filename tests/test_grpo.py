@@ -130,13 +130,16 @@ def test_the_frozen_reference_is_scored_once_per_update_and_the_kl_penalty_holds
     assert moved[1.0] < moved[0.0], moved
 
 
+@pytest.mark.parametrize("freeze", [True, "backbone"])
 @pytest.mark.parametrize("ref_encoder", ["same", "different"])
-def test_a_frozen_encoder_trains_the_head_alone_on_features_encoded_once(ref_encoder):
-    """algo.freeze_encoder: the encoder keeps its weights, the head learns, and the update equals that of running the
-    frozen encoder on every minibatch (with a reference whose encoder is the policy's or its own), while the encoder
-    sees each kept step once (the update's cost) instead of at every pass."""
+def test_a_frozen_encoder_trains_the_head_alone_on_features_encoded_once(ref_encoder, freeze):
+    """algo.freeze_encoder (the whole encoder, or its backbone only): the frozen part keeps its weights, the rest
+    learns, and the update equals that of running the frozen part on every minibatch (with a reference whose encoder is
+    the policy's or its own), while the frozen part sees each kept step once (the update's cost) instead of at every
+    pass."""
     torch.manual_seed(0)
     base = small_policy()
+    part = "encoder" if freeze is True else freeze
     steps, index = _steps(base, 6)
     adv, w = np.array([1.0, -1.0, 0.5, -0.5, 1.0, -1.0]), np.array([1.0, 1.0, 1.0, 0.0, 2.0, 1.0])
     ref = copy.deepcopy(base)
@@ -147,26 +150,35 @@ def test_a_frozen_encoder_trains_the_head_alone_on_features_encoded_once(ref_enc
     encoded, params = {}, {}
     for cached in (True, False):
         policy = copy.deepcopy(base)
-        if not cached:  # the same algorithm the slow way: the encoder frozen by hand, run at every pass
-            for p in policy.encoder_parameters():
+        if not cached:  # the same algorithm the slow way: the frozen part held by hand, run at every pass
+            for p in policy.encoder_parameters(part):
                 p.requires_grad_(False)
         algo = GRPO(policy, copy.deepcopy(ref), GRPOConfig(epochs=3, minibatch_size=16, kl_coef=0.5,
-                                                           freeze_encoder=cached))
+                                                           freeze_encoder=freeze if cached else False))
         algo.optimizer = torch.optim.SGD([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
         sizes = []
-        forward = policy.image_encoder.forward
-        policy.image_encoder.forward = lambda images, cond=None: sizes.append(len(images)) or forward(images, cond)
+        backbone = policy.image_encoder.backbone
+        policy.image_encoder.backbone = lambda images, cond=None: sizes.append(len(images)) or backbone(images, cond)
         out = algo.update(steps, adv, w, index, num_rollouts=5, generator=torch.Generator().manual_seed(3))
         assert out["kl"] > 0, out
         encoded[cached], params[cached] = sum(sizes), policy.state_dict()
     kept_steps = int((w[index] > 0).sum())
     assert encoded[True] == kept_steps and encoded[False] > 3 * kept_steps, encoded
-    encoder = {n for n, _ in base.named_parameters() if n.startswith(("image_encoder.", "text_encoder."))}
+    frozen = {n for n, _ in base.named_parameters() if n.startswith(("image_encoder.", "text_encoder."))
+              and (part == "encoder" or not n.startswith("image_encoder.proj."))}
+    assert len(frozen) == len(base.encoder_parameters(part))
     for name, value in base.state_dict().items():
-        if name in encoder:
+        if name in frozen:
             assert torch.equal(params[True][name], value), name
         torch.testing.assert_close(params[True][name], params[False][name], atol=1e-5, rtol=1e-4, msg=name)
     assert not torch.equal(params[True]["mean_head.weight"], base.state_dict()["mean_head.weight"])
+    proj = params[True]["image_encoder.proj.1.weight"]
+    assert torch.equal(proj, base.state_dict()["image_encoder.proj.1.weight"]) == (part == "encoder")
+
+
+def test_an_unknown_freeze_setting_names_the_choices():
+    with pytest.raises(ValueError, match="choose false .* true .* or backbone"):
+        GRPO(small_policy(), None, GRPOConfig(freeze_encoder="conv"))
 
 
 def test_freeze_encoder_on_a_policy_without_an_encoder_head_split_names_the_option():

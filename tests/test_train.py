@@ -124,18 +124,22 @@ def test_benchmark_gives_simulator_rl_a_multiple_of_the_wmrl_time_measured_first
     assert (out / "table.json").exists() and (out / "success_curves.png").exists()
 
 
-def test_a_frozen_encoder_run_keeps_the_behaviour_cloned_encoder_and_trains_the_head(debug_run, tmp_path):
+@pytest.mark.parametrize("freeze", ["true", "backbone"])
+def test_a_frozen_encoder_run_keeps_the_behaviour_cloned_encoder_and_trains_the_head(debug_run, tmp_path, freeze):
     from safetensors.torch import load_file
 
     tmp, _ = debug_run
-    summary = train.run(_cfg(tmp, "wmrl.updates=1", "algo.freeze_encoder=true"), tmp_path / "frozen")
+    summary = train.run(_cfg(tmp, "wmrl.updates=1", f"algo.freeze_encoder={freeze}"), tmp_path / "frozen")
     assert summary["updates"] == 1
     sft = load_file(str(next((tmp / "cache").glob("sft-*/pretrained_model/model.safetensors"))))
     after = load_file(str(tmp_path / "frozen" / "policy" / "model.safetensors"))
+    trained = ("mean_head.weight", "image_encoder.proj.1.weight") if freeze == "backbone" else ("mean_head.weight",)
     for name, value in sft.items():
-        if name.startswith(("image_encoder.", "text_encoder.")):
+        if name.startswith(("image_encoder.", "text_encoder.")) and name not in trained and (
+                freeze == "true" or not name.startswith("image_encoder.proj.")):
             assert torch.equal(after[name], value), name
-    assert not torch.equal(after["mean_head.weight"], sft["mean_head.weight"])
+    for name in trained:
+        assert not torch.equal(after[name], sft[name]), name
 
 
 def test_unknown_mode_and_mismatched_world_model_fail_before_training(debug_run, tmp_path):

@@ -13,7 +13,10 @@ log pi`` (Schulman's low-variance unbiased estimator), against the behaviour-clo
 With ``freeze_encoder`` the policy's observation encoder (for TinyVLA: the CNN with its FiLM layers and the instruction
 GRU) is held at its behaviour-cloned weights and only the action head learns. Each update then encodes its steps once,
 without gradients, and its epochs, the rollout policy's and the reference's log-probabilities all run on the cached
-features: the same update as running the frozen encoder every time, at a fraction of the cost.
+features: the same update as running the frozen encoder every time, at a fraction of the cost. With
+``freeze_encoder="backbone"`` the freeze stops earlier, at the policy's backbone (for TinyVLA: the conv blocks with
+their FiLM layers, and the GRU): the features cached are the conv feature maps, and the image projection learns with
+the head.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from vla_wmrl.policies.base import FEATURES
+from vla_wmrl.policies.base import features_key
 
 
 @dataclass
@@ -44,8 +47,9 @@ class GRPOConfig:
     entropy_coef: float = 0.0     # entropy bonus
     target_kl: float | None = None  # stop an update's remaining minibatches once the approximate KL between the
                                     # rollout policy and the current one passes 1.5x this (PPO early stopping); None=off
-    freeze_encoder: bool = False  # hold the policy's observation encoder fixed and train the action head only, on
-                                  # features encoded once per update (see the module docstring)
+    freeze_encoder: bool | str = False  # true: hold the policy's observation encoder fixed and train the action head
+                                        # only, on features encoded once per update; "backbone": hold only the
+                                        # encoder's backbone fixed (see the module docstring)
 
 
 class GRPO:
@@ -59,8 +63,9 @@ class GRPO:
 
     def __init__(self, policy: torch.nn.Module, ref_policy: torch.nn.Module | None, cfg: GRPOConfig):
         self.policy, self.ref_policy, self.cfg = policy, ref_policy, cfg
-        if cfg.freeze_encoder:
-            for p in policy.encoder_parameters():  # a policy without an encoder/head split raises, naming the option
+        self.frozen_part = _frozen_part(cfg.freeze_encoder)
+        if self.frozen_part:
+            for p in policy.encoder_parameters(self.frozen_part):  # without that split a policy raises, naming it
                 p.requires_grad_(False)
         self.optimizer = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=cfg.lr)
         if ref_policy is not None:
@@ -102,7 +107,7 @@ class GRPO:
                  "approx_kl": []}
         if len(keep) == 0:
             return {"skipped": 1.0}
-        if cfg.freeze_encoder:
+        if self.frozen_part:
             steps, prepare = self._encoded(steps, keep, prepare), (lambda b: b)
         if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
             self.policy.eval()
@@ -147,12 +152,13 @@ class GRPO:
         zeros elsewhere) and the reference's log-probabilities, when needed, taken from the same features if the
         reference's encoder is the policy's (the usual case: both start from the behaviour-cloned weights), else from
         the observations before they are dropped."""
-        if self._uses_ref and "ref_log_prob" not in steps and not _same_encoder(self.policy, self.ref_policy):
+        part = self.frozen_part
+        if self._uses_ref and "ref_log_prob" not in steps and not _same_encoder(self.policy, self.ref_policy, part):
             steps = dict(steps, ref_log_prob=_on_kept(_log_prob_of(self.ref_policy), steps, keep, prepare))
         self.policy.eval()
-        features = _on_kept(self.policy.encode, steps, keep, prepare)
+        features = _on_kept(lambda batch: self.policy.encode(batch, part), steps, keep, prepare)
         kept = {k: steps[k] for k in ("action", "old_log_prob", "ref_log_prob") if k in steps}
-        return {FEATURES: features, **kept}
+        return {features_key(part): features, **kept}
 
     def _loss(self, mb: dict, a: torch.Tensor, wi: torch.Tensor, scale: float) -> tuple[torch.Tensor, dict]:
         """The loss of one micro-batch (see the module docstring) and its diagnostics (loss, pg_loss, kl, entropy,
@@ -203,8 +209,18 @@ def _log_prob_of(policy):
     return lambda batch: policy.log_prob(batch, batch["action"])
 
 
-def _same_encoder(policy, other) -> bool:
-    return all(torch.equal(p, q) for p, q in zip(policy.encoder_parameters(), other.encoder_parameters()))
+def _same_encoder(policy, other, part: str) -> bool:
+    return all(torch.equal(p, q) for p, q in zip(policy.encoder_parameters(part), other.encoder_parameters(part)))
+
+
+_FREEZE = {False: None, True: "encoder", "backbone": "backbone"}  # algo.freeze_encoder -> where the policy splits
+
+
+def _frozen_part(value) -> str | None:
+    if value not in _FREEZE or not isinstance(value, (bool, str)):
+        raise ValueError(f"algo.freeze_encoder={value!r}: choose false (train the whole policy), true (freeze the "
+                         f"observation encoder) or backbone (freeze the encoder's backbone; its projection learns)")
+    return _FREEZE[value]
 
 
 def _index(batch: dict, idx: torch.Tensor) -> dict:

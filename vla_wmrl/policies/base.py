@@ -10,7 +10,9 @@ an RL trainer (GRPO/PPO) need. Batches use LeRobot's keys and layout::
 
 A policy that splits into an observation encoder and an action head (``encode``) also accepts, in place of the
 observations, ``features`` (B, F): what its ``encode`` returned for them. An RL update that keeps the encoder frozen
-(``algo.freeze_encoder``) encodes each step once and runs its epochs on the head alone.
+(``algo.freeze_encoder``) encodes each step once and runs its epochs on the head alone. A policy may also split
+earlier, at its ``backbone`` (``encode(batch, part="backbone")``, accepted as ``backbone_features``): the layers after
+it (for TinyVLA the image projection) then learn with the head.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from lerobot.configs.types import FeatureType, PolicyFeature
 from lerobot.utils.constants import ACTION, OBS_IMAGES, OBS_STATE
 
 TASK = "task"
-FEATURES = "features"  # a batch's precomputed ``encode`` output, in place of its observations
+ENCODER_PARTS = ("encoder", "backbone")  # where a policy may split (``encode(batch, part)``): after its whole
+                                         # observation encoder, or after its backbone (the layers after it learn)
+
+
+def features_key(part: str) -> str:
+    """The batch key holding ``encode(batch, part)``'s output in place of the observations."""
+    return "features" if part == "encoder" else f"{part}_features"
 
 
 class StochasticPolicy(abc.ABC):
@@ -60,17 +68,19 @@ class StochasticPolicy(abc.ABC):
     def forward(self, batch: dict) -> tuple[torch.Tensor, dict]:
         """Supervised (behaviour-cloning) loss on a batch that holds ``action``, and logging-friendly metrics."""
 
-    def encode(self, batch: dict) -> torch.Tensor:
-        """Features (B, F) of a batch's observations, everything the action head reads; a batch holding them under
-        ``FEATURES`` (and no observations) then gives the same ``log_prob`` and ``entropy``. Optional: a policy that
-        does not split into an encoder and a head raises ``NotImplementedError``."""
-        raise NotImplementedError(f"policy {type(self).__name__} does not split into an observation encoder and an "
-                                  f"action head (no encode()); set algo.freeze_encoder=false")
+    def encode(self, batch: dict, part: str = "encoder") -> torch.Tensor:
+        """Features (B, F) of a batch's observations: with ``part="encoder"`` everything the action head reads, with
+        ``"backbone"`` an earlier layer's output (what the rest of the encoder reads). A batch holding them under
+        ``features_key(part)`` (and no observations) then gives the same ``log_prob`` and ``entropy``. Optional: a
+        policy that does not split there raises ``NotImplementedError``."""
+        raise NotImplementedError(f"policy {type(self).__name__} does not split at its {part} (no encode()); set "
+                                  f"algo.freeze_encoder=false")
 
-    def encoder_parameters(self) -> list[torch.nn.Parameter]:
-        """The parameters ``encode`` depends on (and nothing after it): what ``algo.freeze_encoder`` holds fixed."""
-        raise NotImplementedError(f"policy {type(self).__name__} does not split into an observation encoder and an "
-                                  f"action head (no encoder_parameters()); set algo.freeze_encoder=false")
+    def encoder_parameters(self, part: str = "encoder") -> list[torch.nn.Parameter]:
+        """The parameters ``encode(batch, part)`` depends on (and nothing after it): what ``algo.freeze_encoder``
+        holds fixed."""
+        raise NotImplementedError(f"policy {type(self).__name__} does not split at its {part} (no "
+                                  f"encoder_parameters()); set algo.freeze_encoder=false")
 
 
 # --------------------------------------------------------------------------------------------------------------- #

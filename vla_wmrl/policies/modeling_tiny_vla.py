@@ -23,7 +23,7 @@ from lerobot.policies.pretrained import PreTrainedPolicy
 from lerobot.utils.constants import ACTION, OBS_STATE
 from torch import Tensor, nn
 
-from vla_wmrl.policies.base import FEATURES, TASK, StochasticPolicy, validate_batch
+from vla_wmrl.policies.base import ENCODER_PARTS, TASK, StochasticPolicy, features_key, validate_batch
 from vla_wmrl.policies.configuration_tiny_vla import TinyVLAConfig
 
 _MEAN_BOUND = 4.0  # |pre-tanh mean| stays below this: tanh(4) = 0.9993, invertible in float32
@@ -55,10 +55,12 @@ class ImageEncoder(nn.Module):
                 self.films.append(film)
             c_in = c_out
         with torch.no_grad():
-            flat = self._features(torch.zeros(1, *shape), None).numel()
-        self.proj = nn.Sequential(nn.Flatten(), nn.Linear(flat, embed_dim), nn.LayerNorm(embed_dim), nn.ReLU())
+            self.backbone_dim = self.backbone(torch.zeros(1, *shape), None).numel()
+        self.proj = nn.Sequential(nn.Flatten(), nn.Linear(self.backbone_dim, embed_dim), nn.LayerNorm(embed_dim),
+                                  nn.ReLU())
 
-    def _features(self, images: Tensor, cond: Tensor | None) -> Tensor:
+    def backbone(self, images: Tensor, cond: Tensor | None) -> Tensor:
+        """The conv blocks' feature maps (B, C, h, w), before the projection."""
         x = images - 0.5
         for i, (conv, norm) in enumerate(zip(self.convs, self.norms)):
             x = norm(conv(x))
@@ -70,7 +72,7 @@ class ImageEncoder(nn.Module):
 
     def forward(self, images: Tensor, cond: Tensor | None = None) -> Tensor:
         """``cond`` (B, film_dim): the instruction embedding used for FiLM (ignored without FiLM)."""
-        return self.proj(self._features(images, cond))
+        return self.proj(self.backbone(images, cond))
 
 
 class InstructionEncoder(nn.Module):
@@ -227,24 +229,42 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         loss = mse + self.config.std_loss_weight * nll
         return loss, {"mse": mse.item(), "nll": nll.item(), "std": log_std.exp().mean().item()}
 
-    def encode(self, batch: dict) -> Tensor:
+    def encode(self, batch: dict, part: str = "encoder") -> Tensor:
         """(B, F): the image embeddings (FiLM-conditioned), the instruction embedding and the normalised state,
-        concatenated; the action head (trunk, mean head, log_std) reads nothing else."""
+        concatenated; the action head (trunk, mean head, log_std) reads nothing else. ``part="backbone"``: the
+        conv feature maps, flattened, in place of the image embeddings (the image projection is then left to run)."""
+        _check_part(part)
         validate_batch(self.config.input_features, batch)
         text = self._encode_instructions(batch[TASK])
-        features = [self.image_encoder(batch[k], text) for k in self.image_keys]
+        if part == "backbone":
+            features = [self.image_encoder.backbone(batch[k], text).flatten(1) for k in self.image_keys]
+        else:
+            features = [self.image_encoder(batch[k], text) for k in self.image_keys]
         features.append(text)
         if self.config.state_dim:
             features.append((batch[OBS_STATE] - self.state_mean) / self.state_std)
         return torch.cat(features, dim=-1)
 
-    def encoder_parameters(self) -> list[nn.Parameter]:
-        return [*self.image_encoder.parameters(), *self.text_encoder.parameters()]
+    def encoder_parameters(self, part: str = "encoder") -> list[nn.Parameter]:
+        """``encoder``: the image encoder with its FiLM layers, and the instruction GRU; ``backbone``: the same
+        without the image projection."""
+        _check_part(part)
+        image = [p for n, p in self.image_encoder.named_parameters() if part == "encoder" or not n.startswith("proj.")]
+        return [*image, *self.text_encoder.parameters()]
 
     # ----------------------------------------------------------------------------------------- internals -------- #
     def _distribution(self, batch: dict) -> tuple[Tensor, Tensor]:
-        """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,), from the observations or their ``FEATURES``."""
-        features = batch[FEATURES] if FEATURES in batch else self.encode(batch)
+        """Pre-tanh Gaussian: mean (B, A) and clamped log_std (A,), from the observations or their encoded
+        features (``encode``)."""
+        if features_key("encoder") in batch:
+            features = batch[features_key("encoder")]
+        elif features_key("backbone") in batch:  # project each camera's feature maps; text and state pass through
+            maps = batch[features_key("backbone")]
+            n = len(self.image_keys) * self.image_encoder.backbone_dim
+            images = maps[:, :n].split(self.image_encoder.backbone_dim, dim=1)
+            features = torch.cat([*(self.image_encoder.proj(x) for x in images), maps[:, n:]], dim=-1)
+        else:
+            features = self.encode(batch)
         # Soft-bound the pre-tanh mean: beyond ~|u| = 9, float32 tanh rounds to exactly 1, atanh cannot recover the
         # sample, and RL log-probabilities (hence PPO ratios and gradients) explode.
         mean = _MEAN_BOUND * torch.tanh(self.mean_head(self.trunk(features)) / _MEAN_BOUND)
@@ -278,6 +298,11 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
         u = torch.atanh(actions.clamp(-1 + _ACTION_EPS, 1 - _ACTION_EPS))
         gauss = -0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - 0.5 * math.log(2 * math.pi)
         return (gauss - _log_one_minus_tanh_sq(u)).sum(-1)
+
+
+def _check_part(part: str):
+    if part not in ENCODER_PARTS:
+        raise ValueError(f"TinyVLA splits at one of {list(ENCODER_PARTS)}, not {part!r}")
 
 
 def random_shift(images: Tensor, pad: int) -> Tensor:
