@@ -127,9 +127,9 @@ def main():
                 names[1]: lambda: time_update(nhwc, algo_cfg, recorded, index, args.rollouts, args.threads, True,
                                               prepare=channels_last_batch)}
     elif args.compare in ("freeze_encoder", "freeze_backbone"):
-        names = ("trained", "frozen" if args.compare == "freeze_encoder" else "backbone frozen")
-        frozen_cfg = dataclasses.replace(algo_cfg,
-                                         freeze_encoder=True if args.compare == "freeze_encoder" else "backbone")
+        setting = {"freeze_encoder": True, "freeze_backbone": "backbone"}[args.compare]
+        names = ("trained", "frozen" if setting is True else "backbone frozen")
+        frozen_cfg = dataclasses.replace(algo_cfg, freeze_encoder=setting)
         runs = {names[0]: lambda: time_update(policy, algo_cfg, recorded, index, args.rollouts, args.threads, True),
                 names[1]: lambda: time_update(policy, frozen_cfg, recorded, index, args.rollouts, args.threads, True)}
     elif args.compare == "log_prob":
