@@ -43,6 +43,9 @@ DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correc
                "train/imagined_pred_score", "train/anchor_update_share", "algo/kl", "algo/clip_frac")
 # Where an update's time goes, averaged over the updates only (step >= 1; the warm-up logs at step 0): collection (the
 # simulator groups, the imagined ones beside them), the whole update, and the rest of it (the GRPO step, mostly).
+# ... and, for these, the mean over the first and the last quarter of its updates: a world model the policy learns to
+# exploit shows as imagined scores that climb while the real outcomes of the same start states do not.
+TRENDS = ("correction/imagination_gap", "train/anchor_imagined_score", "train/anchor_success")
 TIMINGS = ("train/update_seconds", "train/collect_seconds", "train/real_steps_per_s", "train/imagined_steps_per_s")
 
 
@@ -111,10 +114,16 @@ def heldout_eval(dirs: list[tuple[Path, set[str] | None]], arms: list[str] | Non
     return out
 
 
+def quarter_means(values: list[float]) -> tuple[float, float]:
+    """Means of the first and the last quarter of a series (at least one value each)."""
+    n = max(1, len(values) // 4)
+    return float(np.mean(values[:n])), float(np.mean(values[-n:]))
+
+
 def run_diagnostics(run_dir: Path) -> dict:
-    """Mean over updates of each ``DIAGNOSTICS`` and ``TIMINGS`` scalar a run logged, the fraction of updates with the
-    imagined stream's trust below 0.5, and an update's seconds outside collection (``{}`` when the run has no
-    TensorBoard events)."""
+    """Mean over updates of each ``DIAGNOSTICS`` and ``TIMINGS`` scalar a run logged, the first- and last-quarter means
+    of each ``TRENDS`` scalar, the fraction of updates with the imagined stream's trust below 0.5, and an update's
+    seconds outside collection (``{}`` when the run has no TensorBoard events)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = sorted((run_dir / "tensorboard").glob("events*"))
@@ -128,6 +137,9 @@ def run_diagnostics(run_dir: Path) -> dict:
         values = [e.value for e in acc.Scalars(tag) if e.step >= 1] if tag in tags else []
         if values:
             out[tag] = float(np.mean(values))
+    for tag in TRENDS:
+        if tag in tags:
+            out[f"{tag}_first_quarter"], out[f"{tag}_last_quarter"] = quarter_means([e.value for e in acc.Scalars(tag)])
     if {"train/update_seconds", "train/collect_seconds"} <= out.keys():
         out["train/update_minus_collect_seconds"] = out["train/update_seconds"] - out["train/collect_seconds"]
     if "correction/imagination_trust" in tags:
@@ -217,7 +229,8 @@ def main():
     parser.add_argument("--paired", nargs=2, metavar=("A", "B"), default=None,
                         help="per-seed difference of A's and B's held-out final success")
     parser.add_argument("--diagnostics", action="store_true",
-                        help="per run, the mean of the correction's TensorBoard scalars over its updates")
+                        help="per run, the mean of the correction's TensorBoard scalars over its updates (and over the "
+                        "first and last quarter for the imagination gap, imagined and real anchor success)")
     args = parser.parse_args()
     table = aggregate(args.dirs, args.arms)
     print("| arm | seeds | success per seed (base -> ... -> final) | gain mean +- sd (points) | final mean +- sd | "

@@ -66,6 +66,11 @@ def test_seed_diagnostics_read_the_runs_correction_scalars(debug_run):
     assert diag["train/update_minus_collect_seconds"] > 0.0
     assert diag["train/real_steps_per_s"] > 0 and diag["train/imagined_steps_per_s"] > 0
     assert seeds.run_diagnostics(tmp / "no_such_run") == {}
+    # trends: the first and the last quarter of the updates (here one update each); a gap is a difference of rates
+    assert all(-1.0 <= diag[f"correction/imagination_gap_{q}_quarter"] <= 1.0 for q in ("first", "last"))
+    assert 0.0 <= diag["train/anchor_success_last_quarter"] <= 1.0
+    assert seeds.quarter_means([0, 1, 2, 3, 4, 5, 6, 7]) == (0.5, 6.5)  # two values per quarter
+    assert seeds.quarter_means([1, 2, 3]) == (1.0, 3.0)  # fewer than four: the first and the last value
 
 
 def test_stages_are_reused_and_run_resumes(debug_run):
