@@ -43,10 +43,10 @@ DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correc
                "train/imagined_pred_score", "train/anchor_update_share", "algo/kl", "algo/clip_frac")
 # Where an update's time goes, averaged over the updates only (step >= 1; the warm-up logs at step 0): collection (the
 # simulator groups, the imagined ones beside them), the whole update, and the rest of it (the GRPO step, mostly).
-# ... and, for these, the mean over the first and the last quarter of its updates: a world model the policy learns to
+TIMINGS = ("train/update_seconds", "train/collect_seconds", "train/real_steps_per_s", "train/imagined_steps_per_s")
+# For these, also the mean over the first and the last quarter of a run's updates: a world model the policy learns to
 # exploit shows as imagined scores that climb while the real outcomes of the same start states do not.
 TRENDS = ("correction/imagination_gap", "train/anchor_imagined_score", "train/anchor_success")
-TIMINGS = ("train/update_seconds", "train/collect_seconds", "train/real_steps_per_s", "train/imagined_steps_per_s")
 
 
 def _override(overrides: list[str], key: str, default: str | None = None) -> str:
