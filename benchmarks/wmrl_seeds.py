@@ -44,8 +44,9 @@ DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correc
 # Where an update's time goes, averaged over the updates only (step >= 1; the warm-up logs at step 0): collection (the
 # simulator groups, the imagined ones beside them), the whole update, and the rest of it (the GRPO step, mostly).
 TIMINGS = ("train/update_seconds", "train/collect_seconds", "train/real_steps_per_s", "train/imagined_steps_per_s")
-# For these, also the mean over the first and the last quarter of a run's updates: a world model the policy learns to
-# exploit shows as imagined scores that climb while the real outcomes of the same start states do not.
+# For these (all in DIAGNOSTICS), also the mean over the first and the last quarter of a run's updates: a world model
+# the policy learns to exploit shows as imagined scores that climb while the real outcomes of the same start states do
+# not.
 TRENDS = ("correction/imagination_gap", "train/anchor_imagined_score", "train/anchor_success")
 
 
@@ -132,18 +133,19 @@ def run_diagnostics(run_dir: Path) -> dict:
     acc = EventAccumulator(str(events[-1]), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    out = {tag: float(np.mean([e.value for e in acc.Scalars(tag)])) for tag in DIAGNOSTICS if tag in tags}
+    series = {tag: [e.value for e in acc.Scalars(tag)] for tag in DIAGNOSTICS if tag in tags}  # TRENDS among them
+    out = {tag: float(np.mean(values)) for tag, values in series.items()}
     for tag in TIMINGS:
         values = [e.value for e in acc.Scalars(tag) if e.step >= 1] if tag in tags else []
         if values:
             out[tag] = float(np.mean(values))
     for tag in TRENDS:
-        if tag in tags:
-            out[f"{tag}_first_quarter"], out[f"{tag}_last_quarter"] = quarter_means([e.value for e in acc.Scalars(tag)])
+        if tag in series:
+            out[f"{tag}_first_quarter"], out[f"{tag}_last_quarter"] = quarter_means(series[tag])
     if {"train/update_seconds", "train/collect_seconds"} <= out.keys():
         out["train/update_minus_collect_seconds"] = out["train/update_seconds"] - out["train/collect_seconds"]
-    if "correction/imagination_trust" in tags:
-        out["trust_below_half"] = float(np.mean([e.value < 0.5 for e in acc.Scalars("correction/imagination_trust")]))
+    if "correction/imagination_trust" in series:
+        out["trust_below_half"] = float(np.mean(np.array(series["correction/imagination_trust"]) < 0.5))
     return out
 
 
