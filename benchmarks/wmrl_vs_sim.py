@@ -29,9 +29,10 @@ from hydra import compose, initialize_config_dir
 ARMS = {  # arm -> trainer overrides
     "sim": ["wmrl.mode=sim", "correction=none"],
     # Standard RL on WMRL's real-data budget: one real group per update, as many as WMRL's anchor groups (default
-    # correction: 10% of 8 groups, at least 1). If this matches WMRL, the imagined groups add nothing; on Lift it did
-    # (round s38: 6 seeds, WMRL - sim_1group -2.7 points held-out, s.e. 3.3, in 38% of WMRL's RL seconds), so it is
-    # one of the default arms.
+    # correction: 10% of 8 groups, at least 1). If this matches WMRL, the imagined groups add nothing. On Lift it
+    # depends on the builds: level on the Zen 3 machine's 7000-step world model (round s38: 6 seeds, WMRL - sim_1group
+    # -2.7 points held-out, s.e. 3.3, in 38% of WMRL's RL seconds), behind on the AVX-512 machine's 10000-step one
+    # (round s40: 4 seeds, +12.8, s.e. 2.3, in 49%), so it is one of the default arms.
     "sim_1group": ["wmrl.mode=sim", "correction=none", "wmrl.groups=1"],
     "wm": ["wmrl.mode=wm", "correction=none"],
     "wmrl_none": ["wmrl.mode=wmrl", "correction=none"],
