@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+cd /work/main
+while ! grep -q "rc=" /tmp/test.log; do sleep 5; done
+R=benchmarks/results/s41_sim_1group_same_clock_avx512
+now() { date -u +%H%M; }
+if [ "$(now)" -le 1220 ]; then bash $R/run.sh 6; else echo "=== seed 6 not started (past 12:20)"; exit 0; fi
+if [ "$(now)" -le 1233 ]; then bash $R/run.sh 7; else echo "=== seed 7 not started (past 12:33)"; fi
+echo "=== round done $(date -u +%H:%M:%S)"
