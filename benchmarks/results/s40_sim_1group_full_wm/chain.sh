@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Record of the loop that ran round s40 in session 39 (not a general driver): it waited for `make train` to end,
+# then ran PLAN.md's order with its start-time limits (UTC); run.sh is the per-run driver.
 cd /work/main
 while [ ! -f /tmp/train.end ]; do sleep 10; done
 R=benchmarks/results/s40_sim_1group_full_wm

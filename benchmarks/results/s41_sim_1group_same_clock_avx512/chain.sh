@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Record of the loop that ran round s41 in session 39 (not a general driver): it waited for `make test` to end,
+# then ran PLAN.md's seeds with their start-time limits (UTC); run.sh is the per-run driver.
 cd /work/main
 while ! grep -q "rc=" /tmp/test.log; do sleep 5; done
 R=benchmarks/results/s41_sim_1group_same_clock_avx512
