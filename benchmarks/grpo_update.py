@@ -20,11 +20,15 @@ the same update (the encoder does not learn): whether RL gains as much with it i
 ``--compare freeze_backbone``: the whole policy trained against ``algo.freeze_encoder=backbone``: the conv blocks (with
 FiLM) and the GRU held fixed and their feature maps cached once per update; the image projection learns with the head.
 
+``--compare bf16``: the update's forward passes under bfloat16 autocast (``algo.precision=bf16``) against float32.
+With the reference's KL penalty, recorded (float32) log-probabilities and ``--threads`` threads, as the trainer runs;
+also prints how far bf16 log-probabilities are from float32 ones on the same steps.
+
 One GRPO update of the Lift-sized default TinyVLA (64x64 camera, 9-D state, 7-D action) on ``--rollouts`` x
 ``--steps`` steps, the two configurations alternating so that machine noise hits both alike. Speed does not depend on
 the weights, so a freshly initialised policy and random observations are used (no dataset or checkpoint needed).
 
-    python benchmarks/grpo_update.py --compare threads|log_prob|channels_last|freeze_encoder|freeze_backbone \
+    python benchmarks/grpo_update.py --compare threads|log_prob|channels_last|freeze_encoder|freeze_backbone|bf16 \
         [--threads 2] [--repeats 3]
 
 Prints a table and writes ``benchmarks/results/grpo_<compare>.json``.
@@ -89,7 +93,7 @@ def time_update(policy, cfg: GRPOConfig, batch: dict, index: np.ndarray, rollout
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compare", choices=["threads", "log_prob", "channels_last", "freeze_encoder",
-                                                    "freeze_backbone"], default="log_prob")
+                                                    "freeze_backbone", "bf16"], default="log_prob")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (threads: of the compared run; the "
                                                                "baseline has 1)")
     parser.add_argument("--rollouts", type=int, default=64, help="rollouts per update (8 groups x 8)")
@@ -132,6 +136,16 @@ def main():
         frozen_cfg = dataclasses.replace(algo_cfg, freeze_encoder=setting)
         runs = {names[0]: lambda: time_update(policy, algo_cfg, recorded, index, args.rollouts, args.threads, True),
                 names[1]: lambda: time_update(policy, frozen_cfg, recorded, index, args.rollouts, args.threads, True)}
+    elif args.compare == "bf16":
+        bf16_cfg = dataclasses.replace(algo_cfg, precision="bf16")
+        with torch_threads(args.threads):  # recorded float32 log-probabilities against the bf16 update's own
+            head = {k: v[:512] for k, v in batch.items()}
+            lp = {c.precision: GRPO(policy, None, c).log_prob(head, to_policy_batch) for c in (algo_cfg, bf16_cfg)}
+        diff = (lp["bf16"] - lp["fp32"]).abs()
+        print(f"|log-prob difference| bf16 - fp32 on 512 steps: mean {diff.mean():.2e}, max {diff.max():.2e}")
+        names = ("fp32", "bf16")
+        runs = {name: (lambda c=c: time_update(policy, c, recorded, index, args.rollouts, args.threads, True))
+                for name, c in zip(names, (algo_cfg, bf16_cfg))}
     elif args.compare == "log_prob":
         names = ("recomputed", "recorded")
         runs = {name: (lambda b=b: time_update(policy, algo_cfg, b, index, args.rollouts, args.threads, use_ref=True))
@@ -159,6 +173,9 @@ def main():
            "time_ratio": median[names[1]] / median[names[0]]}
     if args.compare == "channels_last":
         out["max_abs_log_prob_difference"] = diff
+    if args.compare == "bf16":
+        out["abs_log_prob_difference"] = {"mean": diff.mean().item(), "max": diff.max().item()}
+        out["cpu_bf16"] = torch.cpu._is_avx512_bf16_supported()
     path = Path(args.out or ROOT / f"benchmarks/results/grpo_{args.compare}.json")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1))

@@ -17,10 +17,17 @@ features: the same update as running the frozen encoder every time, at a fractio
 ``freeze_encoder="backbone"`` the freeze stops earlier, at the policy's backbone (for TinyVLA: the conv blocks with
 their FiLM layers, and the GRU): the features cached are the conv feature maps, and the image projection learns with
 the head.
+
+With ``precision="bf16"`` the update's forward passes (the loss, and the rollout policy's and the reference's
+log-probabilities when computed here) run under bfloat16 autocast; weights, gradients and Adam's state stay float32.
+On a CPU with native bf16 (AVX-512 BF16, AMX) or a GPU this is the cheaper update; its log-probabilities differ from
+float32 ones by ~0.005 nats (mean; the PPO clip is 0.2), so a ratio against recorded float32 log-probabilities starts
+within ~2% of 1.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +57,7 @@ class GRPOConfig:
     freeze_encoder: bool | str = False  # true: hold the policy's observation encoder fixed and train the action head
                                         # only, on features encoded once per update; "backbone": hold only the
                                         # encoder's backbone fixed (see the module docstring)
+    precision: str = "fp32"       # fp32 | bf16: autocast of the update's forward passes (see the module docstring)
 
 
 class GRPO:
@@ -64,6 +72,8 @@ class GRPO:
     def __init__(self, policy: torch.nn.Module, ref_policy: torch.nn.Module | None, cfg: GRPOConfig):
         self.policy, self.ref_policy, self.cfg = policy, ref_policy, cfg
         self.frozen_part = _frozen_part(cfg.freeze_encoder)
+        if cfg.precision not in PRECISIONS:
+            raise ValueError(f"algo.precision={cfg.precision!r}: choose one of {list(PRECISIONS)}")
         if self.frozen_part:
             for p in policy.encoder_parameters(self.frozen_part):  # without that split a policy raises, naming it
                 p.requires_grad_(False)
@@ -78,7 +88,15 @@ class GRPO:
     def log_prob(self, steps: dict, prepare=lambda b: b) -> torch.Tensor:
         """Log-probabilities of ``steps["action"]`` under the current policy, in chunks, without gradients."""
         self.policy.eval()
-        return _on_kept(_log_prob_of(self.policy), steps, torch.arange(len(steps["action"])), prepare)
+        with self._autocast():
+            return _on_kept(_log_prob_of(self.policy), steps, torch.arange(len(steps["action"])), prepare).float()
+
+    def _autocast(self):
+        """The forward passes' precision context (``cfg.precision``); float32: no context."""
+        if self.cfg.precision == "fp32":
+            return contextlib.nullcontext()
+        device = next(self.policy.parameters()).device.type
+        return torch.autocast(device_type=device, dtype=PRECISIONS[self.cfg.precision])
 
     def update(self, steps: dict, advantages: np.ndarray, weights: np.ndarray, rollout_index: np.ndarray,
                num_rollouts: int, prepare=lambda b: b, generator: torch.Generator | None = None) -> dict:
@@ -107,13 +125,15 @@ class GRPO:
                  "approx_kl": []}
         if len(keep) == 0:
             return {"skipped": 1.0}
-        if self.frozen_part:
-            steps, prepare = self._encoded(steps, keep, prepare), (lambda b: b)
-        if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
-            self.policy.eval()
-            steps = dict(steps, old_log_prob=_on_kept(_log_prob_of(self.policy), steps, keep, prepare))
-        if self._uses_ref and "ref_log_prob" not in steps:  # the reference is frozen: score once, not every epoch
-            steps = dict(steps, ref_log_prob=_on_kept(_log_prob_of(self.ref_policy), steps, keep, prepare))
+        with self._autocast():
+            if self.frozen_part:
+                steps, prepare = self._encoded(steps, keep, prepare), (lambda b: b)
+            if "old_log_prob" not in steps:  # the rollout policy is the current one: score its actions before updating
+                self.policy.eval()
+                steps = dict(steps, old_log_prob=_on_kept(_log_prob_of(self.policy), steps, keep, prepare).float())
+            if self._uses_ref and "ref_log_prob" not in steps:  # the reference is frozen: score once, not every epoch
+                steps = dict(steps,
+                             ref_log_prob=_on_kept(_log_prob_of(self.ref_policy), steps, keep, prepare).float())
         # Eval mode on purpose: training-time augmentation would make the ratio differ from 1 on unchanged weights.
         self.policy.eval()
         planned = cfg.epochs * -(-len(keep) // cfg.minibatch_size)
@@ -125,8 +145,9 @@ class GRPO:
                 terms = {}  # minibatch means of the loss terms and diagnostics
                 for micro in idx.split(cfg.micro_batch_size):  # gradients accumulate; the step sees the minibatch
                     share = len(micro) / len(idx)
-                    loss, micro_terms = self._loss(prepare(_index(steps, micro)), adv[micro], w[micro],
-                                                   len(keep) / num_rollouts)
+                    with self._autocast():
+                        loss, micro_terms = self._loss(prepare(_index(steps, micro)), adv[micro], w[micro],
+                                                       len(keep) / num_rollouts)
                     (loss * share).backward()
                     for key, value in micro_terms.items():
                         terms[key] = terms.get(key, 0.0) + share * value
@@ -164,7 +185,7 @@ class GRPO:
         """The loss of one micro-batch (see the module docstring) and its diagnostics (loss, pg_loss, kl, entropy,
         clip_frac, approx_kl)."""
         cfg = self.cfg
-        log_prob = self.policy.log_prob(mb, mb["action"])
+        log_prob = self.policy.log_prob(mb, mb["action"]).float()  # under bf16 autocast: the loss in float32
         log_ratio = (log_prob - mb["old_log_prob"]).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
         ratio = torch.exp(log_ratio)
         surrogate = torch.minimum(ratio * a, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * a)
@@ -183,7 +204,7 @@ class GRPO:
             loss = loss + cfg.kl_coef * kl
         entropy = torch.zeros(())
         if cfg.entropy_coef > 0:
-            entropy = self.policy.entropy(mb).mean()
+            entropy = self.policy.entropy(mb).float().mean()
             loss = loss - cfg.entropy_coef * entropy
         if not torch.isfinite(loss):
             raise FloatingPointError(f"GRPO loss is {loss.item()} (pg {pg_loss.item()}, kl {kl.item()}); "
@@ -213,6 +234,7 @@ def _same_encoder(policy, other, part: str) -> bool:
     return all(torch.equal(p, q) for p, q in zip(policy.encoder_parameters(part), other.encoder_parameters(part)))
 
 
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16}  # algo.precision -> autocast dtype
 _FREEZE = {False: None, True: "encoder", "backbone": "backbone"}  # algo.freeze_encoder -> where the policy splits
 
 
