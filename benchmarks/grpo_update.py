@@ -20,9 +20,10 @@ the same update (the encoder does not learn): whether RL gains as much with it i
 ``--compare freeze_backbone``: the whole policy trained against ``algo.freeze_encoder=backbone``: the conv blocks (with
 FiLM) and the GRU held fixed and their feature maps cached once per update; the image projection learns with the head.
 
-``--compare bf16``: the update's forward passes under bfloat16 autocast (``algo.precision=bf16``) against float32.
-With the reference's KL penalty, recorded (float32) log-probabilities and ``--threads`` threads, as the trainer runs;
-also prints how far bf16 log-probabilities are from float32 ones on the same steps.
+``--compare bf16``: the update's forward passes under bfloat16 autocast (``algo.precision=bf16``) against float32,
+each as the trainer runs it: with the reference's KL penalty and ``--threads`` threads, float32 from the recorded
+log-probabilities, bf16 recomputing them first (``wmrl.rollout_log_prob=null``); also prints how far bf16
+log-probabilities are from float32 ones on the same steps (random weights and images: a trained policy differs more).
 
 One GRPO update of the Lift-sized default TinyVLA (64x64 camera, 9-D state, 7-D action) on ``--rollouts`` x
 ``--steps`` steps, the two configurations alternating so that machine noise hits both alike. Speed does not depend on
@@ -144,8 +145,8 @@ def main():
         diff = (lp["bf16"] - lp["fp32"]).abs()
         print(f"|log-prob difference| bf16 - fp32 on 512 steps: mean {diff.mean():.2e}, max {diff.max():.2e}")
         names = ("fp32", "bf16")
-        runs = {name: (lambda c=c: time_update(policy, c, recorded, index, args.rollouts, args.threads, True))
-                for name, c in zip(names, (algo_cfg, bf16_cfg))}
+        runs = {name: (lambda c=c, b=b: time_update(policy, c, b, index, args.rollouts, args.threads, True))
+                for name, c, b in zip(names, (algo_cfg, bf16_cfg), (recorded, batch))}
     elif args.compare == "log_prob":
         names = ("recomputed", "recorded")
         runs = {name: (lambda b=b: time_update(policy, algo_cfg, b, index, args.rollouts, args.threads, use_ref=True))

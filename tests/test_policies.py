@@ -157,6 +157,30 @@ def test_log_prob_matches_closed_form():
         assert torch.allclose(policy.log_prob(batch, actions), want, atol=1e-3)
 
 
+def test_under_bf16_autocast_the_action_distribution_stays_float32():
+    """algo.precision=bf16 autocasts the policy's forward pass; TinyVLA's action head runs outside it, so the mean is
+    float32 and the log-probabilities of a policy with a large mean (as a trained one has) stay close to float32's,
+    closer than with the head's output rounded to bf16 (what autocasting the head would give)."""
+    from vla_wmrl.policies.modeling_tiny_vla import _MEAN_BOUND
+
+    policy = small_policy()
+    with torch.no_grad():
+        policy.mean_head.bias.fill_(2.0)  # |mean| ~ 2, as behaviour cloning leaves it on Lift
+        policy.log_std.fill_(math.log(0.1))
+    batch = random_batch(64)
+    with torch.no_grad():
+        actions = policy.select_action(batch)
+        want = policy.log_prob(batch, actions)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            mean, log_std = policy._distribution(batch)
+            got = policy.log_prob(batch, actions)
+        rounded = _MEAN_BOUND * torch.tanh(mean.bfloat16().float() / _MEAN_BOUND)  # mean rounded to bf16
+        rounded_err = (policy._action_log_prob(rounded, log_std, actions) - want).abs().mean().item()
+    assert mean.dtype == torch.float32 and got.dtype == torch.float32
+    err = (got - want).abs().mean().item()
+    assert err < rounded_err / 3, (err, rounded_err)
+
+
 # --------------------------------------------------------------------------------------- behaviour cloning ----- #
 @pytest.fixture(scope="module")
 def reach_frames(reach_dataset):

@@ -348,7 +348,8 @@ def test_shuffled_advantages_null_control_permutes_the_update_signal(debug_run, 
 def test_grpo_ratio_starts_from_the_rollouts_recorded_log_probs(debug_run, tmp_path, monkeypatch):
     """Imagined and real rollouts record each action's log-probability as it is sampled; the GRPO update uses them
     (no recomputing pass) and they equal what that pass would give, so the ratio starts at 1. With
-    ``wmrl.rollout_log_prob=false`` the update recomputes them."""
+    ``wmrl.rollout_log_prob=false`` the update recomputes them, and by default under ``algo.precision=bf16`` too (the
+    update's bf16 log-probabilities are not the recorded float32 ones)."""
     import torch
 
     from vla_wmrl.algos.grpo import GRPO
@@ -370,6 +371,9 @@ def test_grpo_ratio_starts_from_the_rollouts_recorded_log_probs(debug_run, tmp_p
     assert seen == [True, True]
     seen.clear()
     train.run(_cfg(tmp, *base, "wmrl.rollout_log_prob=false"), tmp_path / "recomputed")
+    assert seen == [False, False]
+    seen.clear()
+    train.run(_cfg(tmp, *base, "algo.precision=bf16"), tmp_path / "bf16")
     assert seen == [False, False]
 
 

@@ -126,9 +126,12 @@ class WMRLConfig:
     update_threads: int | None = None  # torch CPU threads of the GRPO update and world-model fine-tunes, while the
                                        # simulator workers wait (None = every CPU core; 2 on 2 cores: 0.62x the
                                        # 1-thread time, benchmarks/grpo_update.py)
-    rollout_log_prob: bool = True    # the GRPO ratio's denominator is the log-probability recorded as each action was
-                                     # sampled (false: recomputed before the update, one more forward pass over every
-                                     # step; for a policy whose rollout inference differs from training, e.g. bf16).
+    rollout_log_prob: bool | None = None  # the GRPO ratio's denominator is the log-probability recorded as each action
+                                     # was sampled (false: recomputed before the update, one more forward pass over
+                                     # every step; for a policy whose rollout inference differs from training's).
+                                     # None: recorded with algo.precision=fp32, recomputed with bf16 (the update's bf16
+                                     # log-probabilities differ from the recorded float32 ones, ~0.04 nats on Lift's BC
+                                     # policy, and against them one update moved the policy 1.65x as far, in KL)
                                      # Robot episodes keep the action sent after the safety filter and record no
                                      # log-probabilities, so an update that includes any recomputes them all
     explore_std: float | None = 0.1  # the policy's (pre-tanh) exploration std is set to this before RL; None keeps
@@ -289,7 +292,9 @@ class WMRLTrainer:
                 raise ValueError("correction.calibration_pairs=matched pairs the imagination check's scores with the "
                                  "anchor groups' real outcomes, so it needs " + "; ".join(problems) +
                                  "; or use correction.calibration_pairs=rollout")
-        self.adapter = RolloutAdapter(policy, record_log_prob=cfg.rollout_log_prob)
+        self.record_log_prob = (algo_cfg.precision == "fp32" if cfg.rollout_log_prob is None  # (see WMRLConfig)
+                                else cfg.rollout_log_prob)
+        self.adapter = RolloutAdapter(policy, record_log_prob=self.record_log_prob)
         self.update_threads = cfg.update_thread_count()  # GRPO and world-model fine-tunes
         self.rng = np.random.default_rng(seed)
         self.branch_rng = np.random.default_rng(seed + 1)
@@ -347,7 +352,7 @@ class WMRLTrainer:
                 episodes = self.executor.replay([r.action for r in replayed], real_group_seeds)
             else:
                 episodes = self.executor.run(RolloutAdapter(self.policy, episode_seed=2 * seeds[0] + 1,
-                                                            record_log_prob=cfg.rollout_log_prob), real_group_seeds)
+                                                            record_log_prob=self.record_log_prob), real_group_seeds)
             return episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:

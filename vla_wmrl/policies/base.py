@@ -13,6 +13,10 @@ observations, ``features`` (B, F): what its ``encode`` returned for them. An RL 
 (``algo.freeze_encoder``) encodes each step once and runs its epochs on the head alone. A policy may also split
 earlier, at its ``backbone`` (``encode(batch, part="backbone")``, accepted as ``backbone_features``): the layers after
 it (for TinyVLA the image projection) then learn with the head.
+
+An RL update may run a policy under bfloat16 autocast (``algo.precision=bf16``); a policy should then keep its action
+distribution (mean, std, log-probability) in float32, as TinyVLA runs its action head outside autocast: PPO ratios
+are differences of log-probabilities, and bf16 rounding of a trained policy's mean shows up in them directly.
 """
 
 from __future__ import annotations

@@ -267,7 +267,11 @@ class TinyVLAPolicy(PreTrainedPolicy, StochasticPolicy):
             features = self.encode(batch)
         # Soft-bound the pre-tanh mean: beyond ~|u| = 9, float32 tanh rounds to exactly 1, atanh cannot recover the
         # sample, and RL log-probabilities (hence PPO ratios and gradients) explode.
-        mean = _MEAN_BOUND * torch.tanh(self.mean_head(self.trunk(features)) / _MEAN_BOUND)
+        # The action head runs in float32 even under autocast (algo.precision=bf16 autocasts only the encoder): a bf16
+        # mean (8-bit mantissa) errs by ~0.5% of |mean|, and at exploration std 0.1 the log-probability's slope is
+        # ~10 per unit of mean and action dimension, so PPO ratios would carry that error.
+        with torch.autocast(device_type=features.device.type, enabled=False):
+            mean = _MEAN_BOUND * torch.tanh(self.mean_head(self.trunk(features.float())) / _MEAN_BOUND)
         log_std = self.log_std.clamp(self.config.log_std_min, self.config.log_std_max)
         return mean, log_std
 
