@@ -160,7 +160,7 @@ def test_log_prob_matches_closed_form():
 def test_under_bf16_autocast_the_action_distribution_stays_float32():
     """algo.precision=bf16 autocasts the policy's forward pass; TinyVLA's action head runs outside it, so the mean is
     float32 and the log-probabilities of a policy with a large mean (as a trained one has) stay close to float32's,
-    closer than with the head's output rounded to bf16 (what autocasting the head would give)."""
+    closer than with the head autocast too (what TinyVLA did first)."""
     from vla_wmrl.policies.modeling_tiny_vla import _MEAN_BOUND
 
     policy = small_policy()
@@ -174,11 +174,12 @@ def test_under_bf16_autocast_the_action_distribution_stays_float32():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             mean, log_std = policy._distribution(batch)
             got = policy.log_prob(batch, actions)
-        rounded = _MEAN_BOUND * torch.tanh(mean.bfloat16().float() / _MEAN_BOUND)  # mean rounded to bf16
-        rounded_err = (policy._action_log_prob(rounded, log_std, actions) - want).abs().mean().item()
+            raw = policy.mean_head(policy.trunk(policy.encode(batch))).float()  # the head under autocast
+        head_bf16 = _MEAN_BOUND * torch.tanh(raw / _MEAN_BOUND)
+        head_bf16_err = (policy._action_log_prob(head_bf16, log_std, actions) - want).abs().mean().item()
     assert mean.dtype == torch.float32 and got.dtype == torch.float32
     err = (got - want).abs().mean().item()
-    assert err < rounded_err / 3, (err, rounded_err)
+    assert err < head_bf16_err / 3, (err, head_bf16_err)
 
 
 # --------------------------------------------------------------------------------------- behaviour cloning ----- #
