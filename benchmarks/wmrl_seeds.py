@@ -40,14 +40,16 @@ DEFAULT_SEED = "0"  # configs/train.yaml's seed, for runs whose overrides do not
 # TensorBoard scalars --diagnostics averages over a run's updates (absent tags, e.g. in the ``wm`` arm, are skipped).
 DIAGNOSTICS = ("correction/anchor_weight", "correction/imagination_gap", "correction/imagination_trust",
                "correction/bias_removed", "train/anchor_success", "train/anchor_imagined_score",
-               "train/imagined_pred_score", "train/anchor_update_share", "algo/kl", "algo/clip_frac")
+               "train/imagined_pred_score", "train/anchor_update_share", "algo/kl", "algo/clip_frac",
+               "correction/imagination_rank_corr", "correction/imagination_rank_trust")
 # Where an update's time goes, averaged over the updates only (step >= 1; the warm-up logs at step 0): collection (the
 # simulator groups, the imagined ones beside them), the whole update, and the rest of it (the GRPO step, mostly).
 TIMINGS = ("train/update_seconds", "train/collect_seconds", "train/real_steps_per_s", "train/imagined_steps_per_s")
 # For these (all in DIAGNOSTICS), also the mean over the first and the last quarter of a run's updates: a world model
 # the policy learns to exploit shows as imagined scores that climb while the real outcomes of the same start states do
 # not.
-TRENDS = ("correction/imagination_gap", "train/anchor_imagined_score", "train/anchor_success")
+TRENDS = ("correction/imagination_gap", "train/anchor_imagined_score", "train/anchor_success",
+          "correction/imagination_rank_corr")
 
 
 def _override(overrides: list[str], key: str, default: str | None = None) -> str:
@@ -133,7 +135,9 @@ def run_diagnostics(run_dir: Path) -> dict:
     acc = EventAccumulator(str(events[-1]), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    series = {tag: [e.value for e in acc.Scalars(tag)] for tag in DIAGNOSTICS if tag in tags}  # TRENDS among them
+    # TRENDS among them; NaN entries (e.g. the ranking correlation before its first group) are left out
+    series = {tag: [e.value for e in acc.Scalars(tag) if np.isfinite(e.value)] for tag in DIAGNOSTICS if tag in tags}
+    series = {tag: values for tag, values in series.items() if values}
     out = {tag: float(np.mean(values)) for tag, values in series.items()}
     for tag in TIMINGS:
         values = [e.value for e in acc.Scalars(tag) if e.step >= 1] if tag in tags else []

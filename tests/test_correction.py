@@ -11,6 +11,7 @@ from vla_wmrl.correction import (
     AnchorWeight,
     CorrectionConfig,
     ImaginationGap,
+    ImaginationRanking,
     MonotoneCalibrator,
     RewardCorrector,
     centred_squared_error,
@@ -603,6 +604,78 @@ def test_imagination_gap_switches_off_an_exploited_imagined_stream_and_only_with
         bad[0, :3] = 0.5
         on.process(rng.uniform(0, 1, (4, 8)), np.zeros((4, 8)), np.array([True, False, False, False]),
                    anchor_imagined=bad)
+
+
+def test_imagination_ranking_is_the_pooled_within_group_advantage_correlation():
+    rng = np.random.default_rng(0)
+    rank, zs, zo = ImaginationRanking(floor=0.3, half_life=1e9, min_groups=4), [], []
+    assert np.isnan(rank.corr) and rank.trust == 1.0
+    assert not rank.observe(np.linspace(0, 1, 8), np.ones(8))  # one outcome: no ranking to check
+    assert not rank.observe(np.full(8, 0.4), np.r_[np.ones(4), np.zeros(4)])  # one score: likewise
+    for k in range(20):
+        o = (rng.random(8) < 0.5).astype(float)
+        s = np.clip(0.3 + 0.2 * o + rng.normal(0, 0.2, 8), 0, 1)
+        if rank.observe(s, o):
+            zs.append((s - s.mean()) / s.std())
+            zo.append((o - o.mean()) / o.std())
+        if rank.n_obs < 4:
+            assert rank.trust == 1.0  # too few groups to act on
+    # benchmarks/imagination_fidelity.py's advantage correlation over the same groups
+    assert rank.corr == pytest.approx(np.corrcoef(np.concatenate(zs), np.concatenate(zo))[0, 1])
+    assert rank.trust == pytest.approx(np.clip(rank.corr / 0.3, 0, 1))
+    again = ImaginationRanking(floor=0.3, half_life=1e9)
+    again.load_state_dict(json.loads(json.dumps(rank.state_dict())))
+    assert again.corr == rank.corr and again.trust == rank.trust
+    with pytest.raises(ValueError, match="rank_floor"):
+        CorrectionConfig(rank_floor=0.0)
+    with pytest.raises(ValueError, match="matching"):
+        rank.observe(np.ones(8), np.ones(7))
+
+
+def _ranking_run(rank_signal, rank_floor=0.3, groups=40, seed=0):
+    """A run of steps like the trainer's: 1 anchor group of 8 and 7 imagined ones. The imagination check's rollouts
+    have true (replayed) outcomes at the real success rate q of their start state, and imagined scores
+    ``rank_signal`` x outcome + noise whose mean *under-promises* (round s44's world model: the gap check trusts
+    it). Returns the corrector and the imagined stream's share of |weight x advantage| per step."""
+    rng = np.random.default_rng(seed)
+    corr = RewardCorrector(CorrectionConfig(gap_tolerance=0.15, gap_half_life=2.0, gap_z=1.0, min_pairs=10**6,
+                                            rank_floor=rank_floor))
+    shares = []
+    for _ in range(groups):
+        q = rng.uniform(0.3, 0.7)
+        real = np.full((8, 8), np.nan)
+        real[0] = rng.random(8) < q
+        outcome = np.full((8, 8), np.nan)
+        outcome[0] = rng.random(8) < q
+        check = np.full((8, 8), np.nan)
+        check[0] = np.clip(0.1 + rank_signal * outcome[0] + rng.normal(0, 0.1, 8), 0, 1)
+        out = corr.process(rng.uniform(0, 0.3, (8, 8)), real, np.eye(8, dtype=bool)[0], anchor_imagined=check,
+                           anchor_imagined_outcome=outcome)
+        push = np.abs(out.weights * out.advantages)
+        shares.append(push[1:].sum() / max(push.sum(), 1e-12))
+    return corr, np.array(shares)
+
+
+def test_ranking_check_turns_down_imagination_that_ranks_at_random_and_keeps_one_that_ranks():
+    # a world model whose imagined scores say nothing about which rollout of a group succeeds, and under-promise
+    noise, shares = _ranking_run(rank_signal=0.0)
+    stats = noise.stats()
+    assert stats["imagination_gap"] < 0  # the one-sided gap check would trust it on every step ...
+    assert abs(stats["imagination_rank_corr"]) < 0.3 and stats["n_rank_obs"] >= 10
+    assert np.mean(shares[-20:]) < 0.5  # ... the ranking check turns its imagined groups down
+    good, good_shares = _ranking_run(rank_signal=0.3)
+    assert good.stats()["imagination_rank_corr"] > 0.5 and good.stats()["imagination_trust"] == 1.0
+    assert np.mean(good_shares[-20:]) > 0.8  # 7 of 8 groups, at full weight
+    # off (rank_floor=None): measured and logged, never acted on
+    off, off_shares = _ranking_run(rank_signal=0.0, rank_floor=None)
+    assert off.stats()["imagination_rank_corr"] == pytest.approx(stats["imagination_rank_corr"])
+    assert off.stats()["imagination_trust"] == 1.0 and np.mean(off_shares[-20:]) > 0.8
+    with pytest.raises(ValueError, match="needs anchor_imagined"):
+        off.process(np.zeros((2, 8)), np.zeros((2, 8)), np.array([True, False]),
+                    anchor_imagined_outcome=np.zeros((2, 8)))
+    with pytest.raises(ValueError, match="one outcome per anchor_imagined rollout"):
+        off.process(np.zeros((2, 8)), np.zeros((2, 8)), np.array([True, False]), anchor_imagined=np.zeros((2, 8)),
+                    anchor_imagined_outcome=np.zeros((2, 7)))
 
 
 def test_rank_matched_pairs_hand_values():

@@ -463,3 +463,57 @@ def test_matched_calibration_pairs_come_from_the_imagination_check(debug_run, tm
         np.testing.assert_array_equal(r, er)
     with pytest.raises(ValueError, match="calibration_pairs=matched .* needs wmrl.check_imagination=true"):
         train.run(_cfg(tmp, "correction.calibration_pairs=matched", "wmrl.check_imagination=false"), tmp_path / "bad")
+
+
+def test_check_replay_gives_the_imagination_check_true_outcomes_for_the_ranking_check(debug_run, tmp_path,
+                                                                                     monkeypatch):
+    """wmrl.check_replay=true: the imagination check's rollouts (imagined from the anchor groups' start states) are
+    replayed in the simulator, so each has the true outcome of its actions; the corrector receives them beside the
+    check's scores (correction.rank_floor acts on their within-group correlation) and the replays count as real
+    steps. The anchor groups themselves stay closed-loop real rollouts."""
+    from vla_wmrl import executors
+    from vla_wmrl.correction import RewardCorrector
+
+    tmp, _ = debug_run
+    calls, replays, collected = [], [], []
+    real_process, real_replay, real_collect = (RewardCorrector.process, executors.SimExecutor.replay,
+                                               train.WMRLTrainer.collect_groups)
+
+    def spy(self, pred, real, anchors, **kw):
+        calls.append((np.array(anchors), kw.get("anchor_imagined"), kw.get("anchor_imagined_outcome")))
+        return real_process(self, pred, real, anchors, **kw)
+
+    def replay_spy(self, sequences, seeds):
+        episodes = real_replay(self, sequences, seeds)
+        replays.append((sequences, seeds, episodes))
+        return episodes
+
+    def collect_spy(self, seeds, anchors):
+        out = real_collect(self, seeds, anchors)
+        collected.append(out)
+        return out
+
+    monkeypatch.setattr(RewardCorrector, "process", spy)
+    monkeypatch.setattr(executors.SimExecutor, "replay", replay_spy)
+    monkeypatch.setattr(train.WMRLTrainer, "collect_groups", collect_spy)
+    summary = train.run(_cfg(tmp, "wmrl.check_replay=true", "correction.rank_floor=0.3", "wmrl.updates=1"),
+                        tmp_path / "check_replay")
+    assert summary["updates"] == 1
+    assert len(replays) == len(collected) == 2  # the warm-up and the update each replay their check rollouts once
+    for (groups, checks, real, metrics), (anchors, score, outcome), (sequences, seeds, episodes) in zip(
+            collected, calls, replays):
+        checked = [r for c in checks if c for r in c]
+        assert len(checked) == len(sequences) == anchors.sum() * len(groups[0])
+        for r, seq in zip(checked, sequences):
+            np.testing.assert_array_equal(seq, r.action)  # the simulator played the imagined actions
+            assert r.real_success in (0.0, 1.0)
+        np.testing.assert_array_equal(outcome[anchors].ravel(), [r.real_success for r in checked])
+        np.testing.assert_array_equal(score[anchors].ravel(), [r.pred_score for r in checked])
+        assert np.isnan(outcome[~anchors]).all()
+        anchor_rollouts = [r for g, a in zip(groups, anchors) if a for r in g]
+        assert anchor_rollouts == real and all(r.log_prob is not None for r in real)  # closed-loop, on-policy
+        assert metrics["real_steps"] == sum(r.length for r in real) + sum(len(ep.frames) for ep in episodes)
+    with pytest.raises(ValueError, match="ranking check .* needs wmrl.check_replay=true or wmrl.anchor_mode=replay"):
+        train.run(_cfg(tmp, "correction.rank_floor=0.3"), tmp_path / "bad")
+    with pytest.raises(ValueError, match="ranking check .* needs wmrl.check_imagination=true"):
+        train.run(_cfg(tmp, "wmrl.check_replay=true", "wmrl.check_imagination=false"), tmp_path / "bad2")

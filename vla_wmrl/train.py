@@ -119,6 +119,10 @@ class WMRLConfig:
     check_imagination: bool = True   # also imagine the anchor groups' start states (closed loop, not trained on):
                                      # the corrector's imagination gap (correction.gap_tolerance) compares them with
                                      # the real outcomes and turns the imagined stream down when it over-promises
+    check_replay: bool = False       # also replay the imagination check's action sequences in the simulator (one more
+                                     # real group per anchor group): each checked rollout gets its true outcome, so the
+                                     # corrector can check the *ranking* of imagined scores (correction.rank_floor), not
+                                     # only their mean (anchor_mode=replay's anchor groups are paired already)
     videos: int = 2                  # real | imagined side-by-side videos written at each evaluation
     shuffle_advantages: bool = False  # null control: permute the advantages (and weights) across the update's valid
                                      # rollouts before GRPO, so the update has the same size but no learning signal
@@ -293,6 +297,16 @@ class WMRLTrainer:
                 raise ValueError("correction.calibration_pairs=matched pairs the imagination check's scores with the "
                                  "anchor groups' real outcomes, so it needs " + "; ".join(problems) +
                                  "; or use correction.calibration_pairs=rollout")
+        if cfg.mode == "wmrl" and (corr_cfg.rank_floor is not None or cfg.check_replay):
+            problems = [p for p, bad in (
+                ("wmrl.check_imagination=true", not cfg.check_imagination),
+                ("wmrl.check_replay=true or wmrl.anchor_mode=replay (the checked rollouts' true outcomes)",
+                 corr_cfg.rank_floor is not None and not (cfg.check_replay or self.replay_anchors)),
+                (f"a simulator (replays reproduce a trajectory only from a seeded start state; got {executor.name})",
+                 executor.kind != "sim")) if bad] + _unlike_imagination(cfg)
+            if problems:
+                raise ValueError("the imagination ranking check (correction.rank_floor, wmrl.check_replay) needs "
+                                 + "; ".join(problems) + "; or set correction.rank_floor=null wmrl.check_replay=false")
         self.record_log_prob = (algo_cfg.precision == "fp32" if cfg.rollout_log_prob is None  # (see WMRLConfig)
                                 else cfg.rollout_log_prob)
         self.adapter = RolloutAdapter(policy, record_log_prob=self.record_log_prob)
@@ -322,7 +336,9 @@ class WMRLTrainer:
         With ``anchor_mode=replay`` an anchor group is imagined first, like the others, and its action sequences are
         then replayed in the simulator (while the other groups are imagined): the group trains on its imagined
         steps with the replays' real outcomes, its world-model scores are the calibrator's predictions, and it is
-        its own imagination check."""
+        its own imagination check. With ``check_replay`` (closed-loop anchors) the check's rollouts are imagined first
+        and their action sequences replayed in the simulator after the anchor groups, so each gets its true outcome
+        (``real_success``; the replays count as real steps)."""
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
         # Real and imagined rollouts sample concurrently (two threads), so neither draws from torch's global
@@ -339,12 +355,14 @@ class WMRLTrainer:
         # Only like for like: imagined from the same seeded reset and for as many steps as the real rollouts.
         check = (self.imagined is not None and cfg.check_imagination and bool(real_seeds)
                  and not _unlike_imagination(cfg))
-        imag_seeds = train_seeds + (real_seeds if check and not replay else [])
+        check_replay = check and not replay and cfg.check_replay and cfg.mode == "wmrl"
+        imag_seeds = train_seeds + (real_seeds if check and not (replay or check_replay) else [])
         real_group_seeds = [s for s in real_seeds for _ in range(G)]
-        replayed = []
-        if replay:
-            replayed = imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G),
-                               cfg.horizon, score=cfg.score)
+        replayed = checked = []
+        if replay or check_replay:  # imagined first: the simulator replays their actions while the rest is imagined
+            first = imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G),
+                            cfg.horizon, score=cfg.score)
+            replayed, checked = (first, []) if replay else ([], first)
 
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
@@ -354,7 +372,8 @@ class WMRLTrainer:
             else:
                 episodes = self.executor.run(RolloutAdapter(self.policy, episode_seed=2 * seeds[0] + 1,
                                                             record_log_prob=self.record_log_prob), real_group_seeds)
-            return episodes, time.perf_counter() - t0
+            check_episodes = self.executor.replay([r.action for r in checked], real_group_seeds) if check_replay else []
+            return episodes, check_episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(run_real) if real_seeds else None
@@ -364,13 +383,16 @@ class WMRLTrainer:
                 imagined = imagine(self.imagined, self.adapter, start, self.cfg.imagine_horizon or self.cfg.horizon,
                                    score=self.cfg.score)
             imag_s = time.perf_counter() - t0
-            episodes, real_s = future.result() if future else ([], 0.0)
-        imagined, checked = imagined[:len(train_seeds) * G], imagined[len(train_seeds) * G:]
+            episodes, check_episodes, real_s = future.result() if future else ([], [], 0.0)
+        if check_replay:  # the checked rollouts' true outcomes: the ranking check's pairs (nothing trains on them)
+            _set_replay_outcomes(checked, check_episodes, cfg.replay_slack)
+        else:
+            imagined, checked = imagined[:len(train_seeds) * G], imagined[len(train_seeds) * G:]
         if replay:  # episodes come back in the order of the sequences
             real = [from_episode(ep, self.image_keys) for ep in episodes]
+            _set_replay_outcomes(replayed, episodes, cfg.replay_slack)
             first = self.image_keys[0]
-            for r, ep, im in zip(real, episodes, replayed):
-                im.real_success = float(any(f["next.success"] for f in ep.frames[:im.length + cfg.replay_slack]))
+            for r, im in zip(real, replayed):
                 r.frames_imagined = list(im.images[first][1:])  # videos: the replay beside its imagination
             by_seed = {s: replayed[j * G:(j + 1) * G] for j, s in enumerate(real_seeds)}
             checked = replayed if check else []
@@ -392,7 +414,7 @@ class WMRLTrainer:
                 groups.append(imagined[i:i + G])
                 checks.append(None)
         n_imag_steps = sum(r.length for r in imagined + (replayed if replay else checked))
-        n_real_steps = sum(r.length for r in real)
+        n_real_steps = sum(r.length for r in real) + sum(len(ep.frames) for ep in check_episodes)
         return groups, (checks if check else None), real, {
             "imagined_steps": n_imag_steps, "real_steps": n_real_steps,
             "imagined_steps_per_s": n_imag_steps / max(imag_s, 1e-9) if n_imag_steps else 0.0,
@@ -427,7 +449,8 @@ class WMRLTrainer:
         check = _check_scores(checks, pred.shape)
         out = self.corrector.process(pred, real, anchors, pred_var=np.where(np.isfinite(var), var, 0.0),
                                      graded=graded, lengths=np.array([[r.length for r in g] for g in groups]),
-                                     anchor_imagined=check)
+                                     anchor_imagined=check,
+                                     anchor_imagined_outcome=_check_scores(checks, pred.shape, "real_success"))
         algo_metrics = self._policy_update(groups, out)
         self._remember_real(real_rollouts)
         self.last_anchor_rollouts = real_rollouts or self.last_anchor_rollouts
@@ -500,7 +523,8 @@ class WMRLTrainer:
         groups, checks, real_rollouts, collected = self.collect_groups(seeds, anchors)  # every group an anchor
         pred, var, real = _group_scores(groups)
         out = self.corrector.process(pred, real, anchors, pred_var=var,
-                                     anchor_imagined=_check_scores(checks, pred.shape))
+                                     anchor_imagined=_check_scores(checks, pred.shape),
+                                     anchor_imagined_outcome=_check_scores(checks, pred.shape, "real_success"))
         metrics = {}
         if cfg.warmup_train:
             metrics.update({f"warmup_algo/{k}": v for k, v in self._policy_update(groups, out, warmup=True).items()})
@@ -606,15 +630,24 @@ def _group_scores(groups: list[list[Rollout]]) -> tuple[np.ndarray, np.ndarray, 
                  for name in ("pred_score", "pred_var", "real_success"))
 
 
-def _check_scores(checks: list[list[Rollout]] | None, shape: tuple[int, int]) -> np.ndarray | None:
-    """(num_groups, G) world-model scores of the imagination-check rollouts (NaN rows where none), or None."""
+def _check_scores(checks: list[list[Rollout]] | None, shape: tuple[int, int], field: str = "pred_score"
+                  ) -> np.ndarray | None:
+    """(num_groups, G) world-model scores (or, ``field="real_success"``, replayed outcomes: NaN where not replayed)
+    of the imagination-check rollouts, NaN rows where none; None without a check."""
     if checks is None:
         return None
     out = np.full(shape, np.nan)
     for i, c in enumerate(checks):
         if c:
-            out[i] = [r.pred_score for r in c]
+            out[i] = [getattr(r, field) for r in c]
     return out
+
+
+def _set_replay_outcomes(rollouts: list[Rollout], episodes, slack: int) -> None:
+    """Each imagined rollout's true outcome: success within its imagined length (+ ``slack`` steps) of the simulator
+    replaying its actions (``episodes`` in the rollouts' order)."""
+    for r, ep in zip(rollouts, episodes, strict=True):
+        r.real_success = float(any(f["next.success"] for f in ep.frames[:r.length + slack]))
 
 
 @contextlib.contextmanager

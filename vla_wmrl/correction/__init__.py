@@ -18,7 +18,8 @@ Usage, once per training step::
                        graded=None,   # (num_groups, G) bool: world model produced a score (default all True)
                        real_graded=None,  # (num_groups, G) bool: anchor rollout has a real outcome (default True)
                        real_var=None, # (num_groups, G) known noise variance of real outcomes, optional
-                       anchor_imagined=None)  # (num_groups, G) scores of rollouts imagined from anchor start states
+                       anchor_imagined=None,  # (num_groups, G) scores of rollouts imagined from anchor start states
+                       anchor_imagined_outcome=None)  # (num_groups, G) real outcomes of those rollouts' replays
     out.advantages   # (num_groups, G) GRPO advantages, 0 where not valid
     out.weights      # (num_groups, G) per-sample loss weights, 0 where not valid
     out.valid        # (num_groups, G) bool, samples that contribute
@@ -49,6 +50,9 @@ Order of operations in ``process`` (one step):
        variance of the true scores (``sample_weighting='reliability'``, default; the reference is 1/(var + 1e-3)).
        With ``gap_tolerance`` (and ``anchor_imagined``), imagined rows are further scaled by the imagination trust
        in [0, 1] (2. folds each checked anchor group's gap into it, before this step's pairs), and dropped at 0.
+       With ``rank_floor`` (and ``anchor_imagined_outcome``: the imagined rollouts' action sequences replayed for
+       real) that trust is multiplied by the ranking trust (:class:`ImaginationRanking`): how well the calibrated
+       imagined scores order each checked group the way the replays' outcomes do.
 """
 
 from .advantages import group_advantages, normaliser_weights
@@ -58,6 +62,7 @@ from .core import CorrectionConfig, CorrectionOutput, RewardCorrector, rank_matc
 from .denoising import (
     AnchorWeight,
     ImaginationGap,
+    ImaginationRanking,
     disagreement_terms,
     inverse_variance_weights,
     normalised_disagreement,
@@ -68,6 +73,7 @@ __all__ = [
     "AnchorWeight",
     "CorrectionConfig",
     "ImaginationGap",
+    "ImaginationRanking",
     "CorrectionOutput",
     "MonotoneCalibrator",
     "RewardCorrector",

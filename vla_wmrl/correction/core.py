@@ -13,6 +13,7 @@ from .calibrator import MonotoneCalibrator
 from .denoising import (
     AnchorWeight,
     ImaginationGap,
+    ImaginationRanking,
     disagreement_terms,
     inverse_variance_weights,
     normalised_disagreement,
@@ -63,6 +64,12 @@ class CorrectionConfig:
     gap_z: float = 0.0  # compare the average's lower confidence bound, average - gap_z * its standard error (from
     #   each checked group's sampling variance), with gap_tolerance, so outcome noise alone does not turn the imagined
     #   stream down (0: the average itself)
+    rank_floor: float | None = None  # imagination ranking check (with denoise and anchor_imagined_outcome): when the
+    #   pooled within-group correlation of the checked imagined rollouts' calibrated scores with their replays' real
+    #   outcomes falls below this, the imagined stream's weight falls linearly, reaching 0 at correlation 0 (None: off;
+    #   the correlation is still measured)
+    rank_half_life: float = 8.0  # half-life of that correlation's sums, in checked groups with varied outcomes
+    rank_min_groups: int = 4  # such groups before the ranking trust acts
 
     def __post_init__(self):
         if not 0.0 <= self.anchor_fraction <= 1.0:
@@ -92,6 +99,8 @@ class CorrectionConfig:
             raise ValueError(f"gap_tolerance must be > 0 (or None: off), got {self.gap_tolerance}")
         if self.gap_z < 0:
             raise ValueError(f"gap_z must be >= 0 (0: the plain average), got {self.gap_z}")
+        if self.rank_floor is not None and not 0.0 < self.rank_floor <= 1.0:
+            raise ValueError(f"rank_floor must be in (0, 1] (or None: off), got {self.rank_floor}")
 
 
 @dataclass
@@ -182,6 +191,7 @@ class RewardCorrector:
         self.task_calibrators: dict[int, MonotoneCalibrator] = {}
         self.anchor_weight = AnchorWeight(cfg.w_target, cfg.w_max, cfg.ema_half_life, cfg.freeze_after)
         self.gap = ImaginationGap(cfg.gap_tolerance, cfg.gap_half_life, cfg.gap_z)
+        self.ranking = ImaginationRanking(cfg.rank_floor, cfg.rank_half_life, cfg.rank_min_groups)
         self.n_steps = 0
         self.n_clipped_total = 0
         self._last: dict[str, float] = {}
@@ -225,9 +235,10 @@ class RewardCorrector:
 
     @property
     def imagination_trust(self) -> float:
-        """Current multiplier of the imagined stream's weights (1 unless ``denoise`` and ``gap_tolerance`` are on);
-        at 0 a trainer may skip imagining the non-anchor groups, which would be dropped."""
-        return self.gap.trust if self.config.denoise else 1.0
+        """Current multiplier of the imagined stream's weights: the imagination gap's trust times the ranking's (1
+        unless ``denoise`` and ``gap_tolerance`` or ``rank_floor`` are on); at 0 a trainer may skip imagining the
+        non-anchor groups, which would be dropped."""
+        return self.gap.trust * self.ranking.trust if self.config.denoise else 1.0
 
     # ---------------------------------------------------------------------------------------------------- process
     def process(
@@ -242,6 +253,7 @@ class RewardCorrector:
         real_graded: np.ndarray | None = None,
         real_var: np.ndarray | None = None,
         anchor_imagined: np.ndarray | None = None,
+        anchor_imagined_outcome: np.ndarray | None = None,
     ) -> CorrectionOutput:
         """Correct one step's scores and return advantages, weights and the valid mask.
 
@@ -262,6 +274,9 @@ class RewardCorrector:
                 finite (NaN rows are unchecked), never trained on. Their calibrated mean minus the real mean is the
                 imagination gap (``gap_tolerance``): the over-optimism that (predicted, real) pairs of replayed real
                 trajectories cannot show, e.g. a policy exploiting the world model.
+            anchor_imagined_outcome: (num_groups, G) real outcomes, raw units, of the ``anchor_imagined`` rollouts
+                (their action sequences replayed in the simulator), same order; read on checked rows that are all
+                finite. Each such row's calibrated scores and outcomes feed the ranking check (``rank_floor``).
 
         Returns:
             CorrectionOutput with advantages, weights, valid and the scores used.
@@ -327,6 +342,16 @@ class RewardCorrector:
                 raise ValueError(f"anchor_imagined has NaN/inf in part of anchor group {group}; give a whole row or "
                                  "none (all NaN)")
             imag_check, _ = to_unit(imag_check, cfg.score_range, cfg.higher_is_better)
+        imag_outcome, ranked = None, np.zeros(num_groups, bool)
+        if anchor_imagined_outcome is not None:
+            if imag_check is None:
+                raise ValueError("anchor_imagined_outcome needs anchor_imagined (the scores of the same rollouts)")
+            imag_outcome = np.asarray(anchor_imagined_outcome, float)
+            if imag_outcome.shape != imag_check.shape:
+                raise ValueError(f"anchor_imagined_outcome has shape {imag_outcome.shape}, expected {imag_check.shape} "
+                                 "(one outcome per anchor_imagined rollout)")
+            ranked = checked & np.isfinite(imag_outcome).all(axis=1)
+            imag_outcome, _ = to_unit(imag_outcome, cfg.score_range, cfg.higher_is_better)
 
         # 2. Anchor groups: disagreement and imagination gap under the current map (out of sample), then feed the
         # calibrators.
@@ -337,6 +362,8 @@ class RewardCorrector:
                 r_i = u_real[i, real_graded[i]]
                 sampling_var = sum(float(x.var(ddof=1)) / x.size for x in (f_imag, r_i) if x.size > 1)
                 self.gap.observe(float(f_imag.mean() - r_i.mean()), sampling_var)
+                if ranked[i]:
+                    self.ranking.observe(f_imag, imag_outcome[i])
             m = paired[i]
             sd_i = None if sd_u is None else sd_u[i, m]
             if m.any() and self.calibrator_for(tasks[i]).fitted:  # the anchor weight stays exactly 1 before calibration
@@ -444,6 +471,9 @@ class RewardCorrector:
                 "imagination_gap_se": self.gap.stderr,
                 "imagination_trust": self.imagination_trust,
                 "n_gap_obs": float(self.gap.n_obs),
+                "imagination_rank_corr": float(self.ranking.corr),
+                "imagination_rank_trust": self.ranking.trust if self.config.denoise else 1.0,
+                "n_rank_obs": float(self.ranking.n_obs),
                 "disagreement": float(aw.D),
                 "n_disagreement_obs": float(aw.n_obs),
                 "c_frozen": float(aw.c is not None),
@@ -463,6 +493,7 @@ class RewardCorrector:
             "task_calibrators": {str(t): c.state_dict() for t, c in self.task_calibrators.items()},
             "anchor_weight": self.anchor_weight.state_dict(),
             "imagination_gap": self.gap.state_dict(),
+            "imagination_ranking": self.ranking.state_dict(),
             "n_steps": self.n_steps,
             "n_clipped_total": self.n_clipped_total,
             "last": dict(self._last),
@@ -478,5 +509,7 @@ class RewardCorrector:
         self.anchor_weight.load_state_dict(state["anchor_weight"])
         if "imagination_gap" in state:
             self.gap.load_state_dict(state["imagination_gap"])
+        if "imagination_ranking" in state:  # states written before the ranking check have none
+            self.ranking.load_state_dict(state["imagination_ranking"])
         self.n_steps, self.n_clipped_total = int(state["n_steps"]), int(state["n_clipped_total"])
         self._last = {k: float(v) for k, v in state["last"].items()}

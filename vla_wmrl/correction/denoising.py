@@ -212,6 +212,77 @@ class ImaginationGap:
         self.var = float(state.get("var", 0.0))  # checkpoints written before the noise-aware rule have none
 
 
+class ImaginationRanking:
+    """Trust in the imagined stream from how well imagination *ranks* rollouts the way the simulator does.
+
+    GRPO learns only from the within-group ranking of scores (advantages are standardised per start state). A world
+    model can predict the mean outcome of a start state well, or under-promise uniformly (which the one-sided
+    :class:`ImaginationGap` never flags), and still order a group's imagined rollouts at random; its imagined groups
+    then feed GRPO noise at full weight (round s44, docs/rl_benchmark.md). This watches the ranking itself: given
+    rollouts imagined from the anchor groups' start states whose action sequences were also replayed in the
+    simulator, each group in which both the calibrated scores and the replays' outcomes vary contributes its
+    group-standardised scores z_s and outcomes z_o to exponentially weighted sums, and
+
+        rho = sum z_s z_o / sqrt(sum z_s^2 * sum z_o^2)
+
+    is their pooled correlation (``benchmarks/imagination_fidelity.py``'s advantage correlation: 0 = no signal, 1 =
+    the simulator's own advantages). trust = clip(rho / floor, 0, 1): 1 at or above ``floor``, 0 at rho <= 0. Trust is
+    1 while ``floor`` is None (off) or fewer than ``min_groups`` groups were observed.
+
+    Args:
+        floor: Correlation at and above which the imagined stream keeps its full weight; None: off (still measured).
+        half_life: Half-life of the sums, in observed groups.
+        min_groups: Observed groups before the trust acts (one group of 8 binary outcomes is a very noisy estimate).
+    """
+
+    def __init__(self, floor: float | None = None, half_life: float = 8.0, min_groups: int = 4):
+        if floor is not None and not 0.0 < floor <= 1.0:
+            raise ValueError(f"rank floor must be in (0, 1] (or None: off), got {floor}")
+        if not half_life > 0:
+            raise ValueError(f"rank half_life must be > 0, got {half_life}")
+        self.floor, self.min_groups = floor, int(min_groups)
+        self.decay = 0.5 ** (1.0 / half_life)
+        self.s_so = self.s_ss = self.s_oo = 0.0
+        self.n_obs = 0
+
+    def observe(self, scores: np.ndarray, outcomes: np.ndarray) -> bool:
+        """Fold one group's calibrated imagined scores and its replays' outcomes (same rollouts, same order) into the
+        sums; False (nothing folded) when either is constant, as a group with one outcome has no ranking to check."""
+        s, o = np.asarray(scores, float), np.asarray(outcomes, float)
+        if s.shape != o.shape or s.ndim != 1:
+            raise ValueError(f"scores {s.shape} and outcomes {o.shape} must be matching 1-D arrays")
+        if not (s.std() > 1e-9 and o.std() > 1e-9):
+            return False
+        z_s, z_o = (s - s.mean()) / s.std(), (o - o.mean()) / o.std()
+        d = self.decay
+        self.s_so = d * self.s_so + float(z_s @ z_o)
+        self.s_ss = d * self.s_ss + float(z_s @ z_s)
+        self.s_oo = d * self.s_oo + float(z_o @ z_o)
+        self.n_obs += 1
+        return True
+
+    @property
+    def corr(self) -> float:
+        """The pooled within-group correlation (NaN before any group was observed)."""
+        return self.s_so / np.sqrt(self.s_ss * self.s_oo) if self.n_obs else float("nan")
+
+    @property
+    def trust(self) -> float:
+        """Multiplier of the imagined stream's weights, in [0, 1]."""
+        if self.floor is None or self.n_obs < self.min_groups:
+            return 1.0
+        return float(np.clip(self.corr / self.floor, 0.0, 1.0))
+
+    def state_dict(self) -> dict:
+        """JSON-serialisable state."""
+        return {"s_so": self.s_so, "s_ss": self.s_ss, "s_oo": self.s_oo, "n_obs": self.n_obs}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from :meth:`state_dict`."""
+        self.s_so, self.s_ss, self.s_oo = (float(state[k]) for k in ("s_so", "s_ss", "s_oo"))
+        self.n_obs = int(state["n_obs"])
+
+
 def inverse_variance_weights(var: np.ndarray, mask: np.ndarray, eps: float = 1e-3) -> np.ndarray:
     """Per-sample weights 1 / (var + eps), normalised to mean 1 over ``mask``; 0 outside it.
 
