@@ -195,9 +195,13 @@ def test_max_steps_ends_episodes_early_in_workers_that_keep_their_own_horizon():
         one = list(run_episodes(envs, Still(), seeds=[7], max_steps=4))  # fresh workers, fewer seeds than workers
         short = list(run_episodes(envs, Still(), seeds=[1, 2, 3], max_steps=4))
         full = list(run_episodes(envs, Still(), seeds=[1, 2, 3]))
+        each = list(run_episodes(envs, Still(), seeds=[1, 2, 3], max_steps=[2, None, 5]))  # one limit per seed
+        with pytest.raises(ValueError, match="2 max_steps for 3 seeds"):
+            list(run_episodes(envs, Still(), seeds=[1, 2, 3], max_steps=[2, 5]))
     finally:
         envs.close()
     assert [(e.seed, e.length) for e in one] == [(7, 4)]
+    assert sorted((e.seed, e.length) for e in each) == [(1, 2), (2, 9), (3, 5)]
     assert [e.length for e in short] == [4, 4, 4] and all(e.frames[-1]["next.done"] for e in short)
     assert not any(f["next.done"] for e in short for f in e.frames[:-1])
     assert [e.length for e in full] == [9, 9, 9]

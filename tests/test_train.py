@@ -483,8 +483,8 @@ def test_check_replay_gives_the_imagination_check_true_outcomes_for_the_ranking_
         calls.append((np.array(anchors), kw.get("anchor_imagined"), kw.get("anchor_imagined_outcome")))
         return real_process(self, pred, real, anchors, **kw)
 
-    def replay_spy(self, sequences, seeds):
-        episodes = real_replay(self, sequences, seeds)
+    def replay_spy(self, sequences, seeds, **kw):
+        episodes = real_replay(self, sequences, seeds, **kw)
         replays.append((sequences, seeds, episodes))
         return episodes
 
@@ -496,17 +496,18 @@ def test_check_replay_gives_the_imagination_check_true_outcomes_for_the_ranking_
     monkeypatch.setattr(RewardCorrector, "process", spy)
     monkeypatch.setattr(executors.SimExecutor, "replay", replay_spy)
     monkeypatch.setattr(train.WMRLTrainer, "collect_groups", collect_spy)
-    summary = train.run(_cfg(tmp, "wmrl.check_replay=true", "correction.rank_floor=0.3", "wmrl.updates=1"),
-                        tmp_path / "check_replay")
+    summary = train.run(_cfg(tmp, "wmrl.check_replay=true", "correction.rank_floor=0.3", "wmrl.updates=1",
+                             "wmrl.replay_slack=1"), tmp_path / "check_replay")
     assert summary["updates"] == 1
     assert len(replays) == len(collected) == 2  # the warm-up and the update each replay their check rollouts once
     for (groups, checks, real, metrics), (anchors, score, outcome), (sequences, seeds, episodes) in zip(
             collected, calls, replays):
         checked = [r for c in checks if c for r in c]
         assert len(checked) == len(sequences) == anchors.sum() * len(groups[0])
-        for r, seq in zip(checked, sequences):
-            np.testing.assert_array_equal(seq, r.action)  # the simulator played the imagined actions
+        for r, seq, ep in zip(checked, sequences, episodes):
+            np.testing.assert_array_equal(seq, r.action)  # the simulator played the imagined actions ...
             assert r.real_success in (0.0, 1.0)
+            assert len(ep.frames) <= r.length + 1  # ... for as long as its outcome needs (debug replay_slack: 1)
         np.testing.assert_array_equal(outcome[anchors].ravel(), [r.real_success for r in checked])
         np.testing.assert_array_equal(score[anchors].ravel(), [r.pred_score for r in checked])
         assert np.isnan(outcome[~anchors]).all()

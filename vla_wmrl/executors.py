@@ -70,23 +70,27 @@ class SimExecutor:
 
         return start_observations(self.start_env, seeds)
 
-    def run(self, adapter, seeds: list[int]) -> list[Episode]:
+    def run(self, adapter, seeds: list[int], max_steps: list[int] | None = None) -> list[Episode]:
         """One episode per seed (repeat a seed for a group), over the worker processes, returned in the order of
-        ``seeds`` (not the order they finished in, which depends on timing)."""
+        ``seeds`` (not the order they finished in, which depends on timing); ``max_steps``: one step limit per seed,
+        capped at the horizon (None: the horizon)."""
         from vla_wmrl.rollout import run_episodes
 
-        return sorted(run_episodes(self.envs, adapter, seeds, max_steps=self.horizon), key=lambda ep: ep.index)
+        limits = self.horizon if max_steps is None else [min(int(m), self.horizon) for m in max_steps]
+        return sorted(run_episodes(self.envs, adapter, seeds, max_steps=limits), key=lambda ep: ep.index)
 
-    def replay(self, sequences: list[np.ndarray], seeds: list[int]) -> list[Episode]:
+    def replay(self, sequences: list[np.ndarray], seeds: list[int], max_steps: list[int] | None = None
+               ) -> list[Episode]:
         """Play fixed action sequences open-loop from seeded resets, one episode per (sequence, seed), returned in
         the order given. The scene is deterministic, so this is the true outcome of those actions from that start
         state (e.g. of action sequences imagined in the world model). A sequence shorter than the episode holds its
-        last action."""
+        last action; ``max_steps`` (one per sequence, capped at the horizon) ends a replay early."""
         from vla_wmrl.rollout import ReplayPolicy
 
         if len(sequences) != len(seeds):
             raise ValueError(f"replay: {len(sequences)} action sequences for {len(seeds)} seeds")
-        return self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds)  # episode k played sequences[k]
+        # episode k played sequences[k]
+        return self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds, max_steps=max_steps)
 
     def evaluate(self, policy, episodes: int, seed: int) -> dict:
         """Success rate of the deterministic policy over ``episodes`` seeded episodes of ``eval_horizon`` steps

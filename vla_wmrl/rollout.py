@@ -56,7 +56,8 @@ def index_batch(tree, i: int):
     return tree[i]
 
 
-def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int | None = None) -> Iterator[Episode]:
+def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int | list[int] | None = None
+                 ) -> Iterator[Episode]:
     """Run one episode per seed over ``envs`` (autoreset disabled) and yield each as it finishes.
 
     Args:
@@ -64,12 +65,16 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int |
         policy: batched policy (see :class:`RolloutPolicy`).
         seeds: one reset seed per episode; episodes run ``num_envs`` at a time.
         max_steps: end an episode after this many steps, as if the environment's horizon were this (None: the
-            environment's own horizon). One set of workers then serves several horizons.
+            environment's own horizon). One set of workers then serves several horizons. A list gives one limit per
+            seed (e.g. replays that only need as many steps as the imagined rollout they check).
 
     Yields:
         Finished :class:`Episode` objects, in completion order.
     """
     n, queue = envs.num_envs, list(enumerate(seeds))
+    limits = [max_steps] * len(seeds) if max_steps is None or np.ndim(max_steps) == 0 else list(max_steps)
+    if len(limits) != len(seeds):
+        raise ValueError(f"run_episodes: {len(limits)} max_steps for {len(seeds)} seeds")
     slots: list[Episode | None] = [None] * n
 
     def start(mask: np.ndarray, obs=None, info=None):
@@ -96,7 +101,8 @@ def run_episodes(envs, policy: RolloutPolicy, seeds: list[int], max_steps: int |
             if ep is None:
                 continue
             frame = index_batch(obs, i)
-            end = bool(done[i]) or (max_steps is not None and ep.length + 1 >= max_steps)
+            limit = limits[ep.index]
+            end = bool(done[i]) or (limit is not None and ep.length + 1 >= limit)
             frame.update({"action": actions[i], "next.reward": float(reward[i]), "next.done": end,
                           "next.success": bool(next_info["is_success"][i])})
             if log_prob is not None:

@@ -25,7 +25,7 @@ import logging
 import os
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -336,9 +336,10 @@ class WMRLTrainer:
         With ``anchor_mode=replay`` an anchor group is imagined first, like the others, and its action sequences are
         then replayed in the simulator (while the other groups are imagined): the group trains on its imagined
         steps with the replays' real outcomes, its world-model scores are the calibrator's predictions, and it is
-        its own imagination check. With ``check_replay`` (closed-loop anchors) the check's rollouts are imagined first
-        and their action sequences replayed in the simulator after the anchor groups, so each gets its true outcome
-        (``real_success``; the replays count as real steps)."""
+        its own imagination check. With ``check_replay`` (closed-loop anchors) the check's rollouts are imagined while
+        the anchor groups run, and their action sequences replayed in the simulator after them (each for its imagined
+        length + ``replay_slack`` steps), so each gets its true outcome (``real_success``; the replays count as real
+        steps)."""
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
         # Real and imagined rollouts sample concurrently (two threads), so neither draws from torch's global
@@ -358,11 +359,10 @@ class WMRLTrainer:
         check_replay = check and not replay and cfg.check_replay and cfg.mode == "wmrl"
         imag_seeds = train_seeds + (real_seeds if check and not (replay or check_replay) else [])
         real_group_seeds = [s for s in real_seeds for _ in range(G)]
-        replayed = checked = []
-        if replay or check_replay:  # imagined first: the simulator replays their actions while the rest is imagined
-            first = imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G),
-                            cfg.horizon, score=cfg.score)
-            replayed, checked = (first, []) if replay else ([], first)
+        replayed, checked = [], Future()  # checked: the check_replay rollouts, imagined while the anchors run
+        if replay:  # imagined first: the simulator replays their actions while the rest is imagined
+            replayed = imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G),
+                               cfg.horizon, score=cfg.score)
 
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
@@ -372,11 +372,23 @@ class WMRLTrainer:
             else:
                 episodes = self.executor.run(RolloutAdapter(self.policy, episode_seed=2 * seeds[0] + 1,
                                                             record_log_prob=self.record_log_prob), real_group_seeds)
-            check_episodes = self.executor.replay([r.action for r in checked], real_group_seeds) if check_replay else []
+            check_episodes = []
+            if check_replay:  # each replay only as long as the outcome it checks needs (its length + slack)
+                rollouts = checked.result()
+                check_episodes = self.executor.replay([r.action for r in rollouts], real_group_seeds,
+                                                      max_steps=[r.length + cfg.replay_slack for r in rollouts])
             return episodes, check_episodes, time.perf_counter() - t0
 
         with ThreadPoolExecutor(1) as pool:
             future = pool.submit(run_real) if real_seeds else None
+            if check_replay:
+                try:
+                    checked.set_result(imagine(self.imagined, self.adapter,
+                                               repeat_obs(self.imagined_starts(real_seeds), G), cfg.horizon,
+                                               score=cfg.score))
+                except BaseException as e:  # the simulator thread waits on it: fail it too, never hang
+                    checked.set_exception(e)
+                    raise
             imagined = []
             if imag_seeds:
                 start = repeat_obs(self.imagined_starts(imag_seeds), G)
@@ -385,6 +397,7 @@ class WMRLTrainer:
             imag_s = time.perf_counter() - t0
             episodes, check_episodes, real_s = future.result() if future else ([], [], 0.0)
         if check_replay:  # the checked rollouts' true outcomes: the ranking check's pairs (nothing trains on them)
+            checked = checked.result()
             _set_replay_outcomes(checked, check_episodes, cfg.replay_slack)
         else:
             imagined, checked = imagined[:len(train_seeds) * G], imagined[len(train_seeds) * G:]
