@@ -27,6 +27,20 @@ def debug_run(tmp_path_factory):
     return tmp, train.run(cfg, tmp / "run")
 
 
+def _record_calls(monkeypatch, owner, name: str) -> list:
+    """Wrap the method ``owner.name`` so every call still runs; returns the list each call's (positional arguments
+    after self, result) is appended to."""
+    calls, real = [], getattr(owner, name)
+
+    def wrapper(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        calls.append((args, out))
+        return out
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
 def test_debug_pipeline_runs_every_stage(debug_run):
     tmp, summary = debug_run
     run = tmp / "run"
@@ -406,16 +420,10 @@ def test_replay_anchors_pair_imagined_scores_with_the_simulated_outcome_of_their
         seen.append((np.array(pred), np.array(real), np.array(anchors)))
         return real_process(self, pred, real, anchors, **kw)
 
-    collected, real_collect = [], train.WMRLTrainer.collect_groups
-
-    def collect_spy(self, seeds, anchors):
-        out = real_collect(self, seeds, anchors)
-        collected.append(out)
-        return out
-
     monkeypatch.setattr(RewardCorrector, "process", spy)
-    monkeypatch.setattr(train.WMRLTrainer, "collect_groups", collect_spy)
+    collect_calls = _record_calls(monkeypatch, train.WMRLTrainer, "collect_groups")
     summary = train.run(_cfg(tmp, "wmrl.anchor_mode=replay", "wmrl.updates=1"), tmp_path / "replay")
+    collected = [out for _, out in collect_calls]
     assert summary["updates"] == 1 and summary["real_env_steps"] > 0
     assert len(collected) == 2  # the warm-up (every group an anchor) and one update
     for (groups, checks, real, _), (pred, real_scores, anchors) in zip(collected, seen):
@@ -475,32 +483,21 @@ def test_check_replay_gives_the_imagination_check_true_outcomes_for_the_ranking_
     from vla_wmrl.correction import RewardCorrector
 
     tmp, _ = debug_run
-    calls, replays, collected = [], [], []
-    real_process, real_replay, real_collect = (RewardCorrector.process, executors.SimExecutor.replay,
-                                               train.WMRLTrainer.collect_groups)
+    calls, real_process = [], RewardCorrector.process
 
     def spy(self, pred, real, anchors, **kw):
         calls.append((np.array(anchors), kw.get("anchor_imagined"), kw.get("anchor_imagined_outcome")))
         return real_process(self, pred, real, anchors, **kw)
 
-    def replay_spy(self, sequences, seeds, **kw):
-        episodes = real_replay(self, sequences, seeds, **kw)
-        replays.append((sequences, seeds, episodes))
-        return episodes
-
-    def collect_spy(self, seeds, anchors):
-        out = real_collect(self, seeds, anchors)
-        collected.append(out)
-        return out
-
     monkeypatch.setattr(RewardCorrector, "process", spy)
-    monkeypatch.setattr(executors.SimExecutor, "replay", replay_spy)
-    monkeypatch.setattr(train.WMRLTrainer, "collect_groups", collect_spy)
+    replays = _record_calls(monkeypatch, executors.SimExecutor, "replay")  # ((sequences, seeds), episodes)
+    collect_calls = _record_calls(monkeypatch, train.WMRLTrainer, "collect_groups")
     summary = train.run(_cfg(tmp, "wmrl.check_replay=true", "correction.rank_floor=0.3", "wmrl.updates=1",
                              "wmrl.replay_slack=1"), tmp_path / "check_replay")
+    collected = [out for _, out in collect_calls]
     assert summary["updates"] == 1
     assert len(replays) == len(collected) == 2  # the warm-up and the update each replay their check rollouts once
-    for (groups, checks, real, metrics), (anchors, score, outcome), (sequences, seeds, episodes) in zip(
+    for (groups, checks, real, metrics), (anchors, score, outcome), ((sequences, seeds), episodes) in zip(
             collected, calls, replays):
         checked = [r for c in checks if c for r in c]
         assert len(checked) == len(sequences) == anchors.sum() * len(groups[0])
