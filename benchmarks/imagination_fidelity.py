@@ -170,7 +170,7 @@ def main():
         t0 = time.perf_counter()
         seqs = [np.concatenate([p, r.action]).astype(np.float32) for p, r in zip(prefixes, rollouts)]
         out = [float(any(f["next.success"] for f in ep.frames[:n + args.slack]))
-               for ep, n in zip(executor.replay(seqs, seeds), lengths)]
+               for ep, n in zip(executor.replay(seqs, seeds, cameras=False), lengths)]
         seconds.setdefault("replay_in_sim", 0.0)
         seconds["replay_in_sim"] += time.perf_counter() - t0
         return np.array(out)

@@ -43,6 +43,7 @@ class ImageObsMixin:
 
     image_size: int
     cameras: tuple[str, ...]
+    cameras_enabled: bool = True  # False: image observations are black frames and nothing is rendered
 
     @staticmethod
     def _check_cameras(cameras, valid: list[str], image_size: int, max_size: int = 1024):
@@ -61,8 +62,15 @@ class ImageObsMixin:
         spaces["task"] = gym.spaces.Text(max_length=200, charset=INSTRUCTION_CHARSET)
         return gym.spaces.Dict(spaces)
 
+    def set_cameras_enabled(self, enabled: bool) -> None:
+        """Stop rendering (``False``) or resume it, from the next observation on. While off, every image
+        observation is a black frame of the usual shape and dtype, and the physics are unchanged: e.g. to replay
+        fixed action sequences, whose images nobody looks at, at several times the speed."""
+        self.cameras_enabled = bool(enabled)
+
     def _obs(self) -> dict:
-        obs = {image_key(c): self._render_camera(c) for c in self.cameras}
+        blank = None if self.cameras_enabled else np.zeros((self.image_size, self.image_size, 3), np.uint8)
+        obs = {image_key(c): self._render_camera(c) if blank is None else blank.copy() for c in self.cameras}
         obs[OBS_STATE] = self._state()
         obs["task"] = self.instruction
         return obs
@@ -70,4 +78,6 @@ class ImageObsMixin:
     def render(self):
         if not self.cameras:
             raise RuntimeError("this environment was built without cameras (cameras=[]); nothing to render")
+        if not self.cameras_enabled:
+            raise RuntimeError("rendering is off (set_cameras_enabled(False)); turn it back on to render")
         return self._render_camera(self.cameras[0])

@@ -132,6 +132,24 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
         ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
         ctx.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
 
+    def set_cameras_enabled(self, enabled: bool) -> None:
+        """As :meth:`ImageObsMixin.set_cameras_enabled`; robosuite's camera observables are switched too, so it
+        renders nothing while off (``benchmarks/sim_throughput.py``, "64 px, off"). Switched back on mid-episode,
+        the current frame is rendered at once."""
+        super().set_cameras_enabled(enabled)
+        for camera in self.cameras:
+            self.env.modify_observable(f"{camera}_image", "enabled", self.cameras_enabled)
+        if self.cameras_enabled and self._raw:
+            self._render_now()
+
+    def _render_now(self) -> None:
+        """Render the cameras at the current state into the raw observation (robosuite samples them only while
+        stepping or resetting)."""
+        for camera in self.cameras:
+            observable = self.env._observables[f"{camera}_image"]
+            observable.update(0.0, self.env._obs_cache, force=True)
+            self._raw[f"{camera}_image"] = observable.obs
+
     # ------------------------------------------------------------------------------------------------------------ #
     @property
     def instruction(self) -> str:
@@ -205,6 +223,8 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
             for key, value in saved.items():
                 setattr(controller, key, copy.deepcopy(value))
         self._raw = copy.deepcopy(state["raw_obs"])
+        if self.cameras_enabled and any(f"{c}_image" not in self._raw for c in self.cameras):
+            self._render_now()  # a state saved while rendering was off
         return self._obs()
 
     def close(self):

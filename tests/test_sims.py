@@ -251,3 +251,53 @@ def test_replayed_action_sequences_reproduce_recorded_episodes():
         assert match[0].success == rec.success
         np.testing.assert_array_equal(np.stack([f["observation.state"] for f in match[0].frames]),
                                       np.stack([f["observation.state"] for f in rec.frames]))
+
+
+@pytest.mark.parametrize("name", ["mujoco_reach", "robosuite_lift"])
+def test_replays_without_cameras_render_nothing_and_keep_the_outcomes(name):
+    """SimExecutor.replay(cameras=False) (the trainer's check replays): the same states, successes and lengths as
+    with cameras, black frames, no rendering (robosuite's camera observable is off), and cameras back on after."""
+    from sims.base import image_key
+    from vla_wmrl.config import SimConfig
+    from vla_wmrl.executors import SimExecutor
+    from vla_wmrl.rollout import ExpertPolicy
+
+    single = sims.make_env(name)
+    try:
+        single.set_cameras_enabled(False)
+        obs, _ = single.reset(seed=3)
+        images = [k for k in obs if k.startswith("observation.images.")]
+        assert images and not any(obs[k].any() for k in images) and single.observation_space.contains(obs)
+        # nothing was rendered
+        assert not any(k.endswith("_image") for k in single._raw) if name.startswith("robosuite") else (
+            single._renderer is None)
+        with pytest.raises(RuntimeError, match="rendering is off"):
+            single.render()
+        single.step(single.action_space.sample())
+        single.set_cameras_enabled(True)  # mid-episode: the current frame at once
+        assert single.render().std() > 5 and all(single.step(single.action_space.sample())[0][k].std() > 5
+                                                  for k in images)
+        obs, _ = single.reset(seed=3)
+        assert all(obs[k].std() > 5 for k in images)
+    finally:
+        single.close()
+
+    camera = "top" if name == "mujoco_reach" else "agentview"
+    executor = SimExecutor(SimConfig(name=name, cameras=[camera], horizon=30), horizon=30, num_envs=2)
+    try:
+        seeds = [4, 4, 5]
+        recorded = executor.run(ExpertPolicy(name, 2, noise=0.5, seed=1), seeds)
+        sequences = [np.stack([f["action"] for f in e.frames]) for e in recorded]
+        lit = executor.replay(sequences, seeds)
+        dark = executor.replay(sequences, seeds, cameras=False, max_steps=[30, 10, 30])
+        after = executor.replay(sequences[:1], seeds[:1])
+    finally:
+        executor.close()
+    image = image_key(camera)
+    assert [e.length for e in dark] == [lit[0].length, min(10, lit[1].length), lit[2].length]
+    assert [e.success for e in dark[::2]] == [e.success for e in lit[::2]]
+    for a, b in zip(lit, dark):
+        assert not any(f[image].any() for f in b.frames)
+        for key in ("observation.state", "next.success", "next.reward"):
+            np.testing.assert_array_equal([f[key] for f in a.frames[:b.length]], [f[key] for f in b.frames])
+    assert all(f[image].std() > 5 for f in after[0].frames)  # the workers render again

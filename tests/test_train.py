@@ -478,7 +478,7 @@ def test_check_replay_gives_the_imagination_check_true_outcomes_for_the_ranking_
     """wmrl.check_replay=true: the imagination check's rollouts (imagined from the anchor groups' start states) are
     replayed in the simulator, so each has the true outcome of its actions; the corrector receives them beside the
     check's scores (correction.rank_floor acts on their within-group correlation) and the replays count as real
-    steps. The anchor groups themselves stay closed-loop real rollouts."""
+    steps; they render nothing (black frames). The anchor groups themselves stay closed-loop real rollouts."""
     from vla_wmrl import executors
     from vla_wmrl.correction import RewardCorrector
 
@@ -505,6 +505,7 @@ def test_check_replay_gives_the_imagination_check_true_outcomes_for_the_ranking_
             np.testing.assert_array_equal(seq, r.action)  # the simulator played the imagined actions ...
             assert r.real_success in (0.0, 1.0)
             assert len(ep.frames) <= r.length + 1  # ... for as long as its outcome needs (debug replay_slack: 1)
+            assert not any(v.any() for f in ep.frames for k, v in f.items() if k.startswith("observation.images."))
         np.testing.assert_array_equal(outcome[anchors].ravel(), [r.real_success for r in checked])
         np.testing.assert_array_equal(score[anchors].ravel(), [r.pred_score for r in checked])
         assert np.isnan(outcome[~anchors]).all()

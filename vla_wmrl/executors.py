@@ -63,6 +63,7 @@ class SimExecutor:
         self.image_keys = [k for k in self.observation_space.spaces if k.startswith("observation.images.")]
         self.image_size = sim.image_size
         self.can_run = True
+        self._cameras = True  # whether the workers render (replays that only need outcomes switch it off)
 
     def start_observations(self, seeds: list[int]) -> dict:
         """Batched first observations of seeded resets."""
@@ -70,33 +71,46 @@ class SimExecutor:
 
         return start_observations(self.start_env, seeds)
 
-    def run(self, adapter, seeds: list[int], max_steps: list[int] | None = None) -> list[Episode]:
+    def run(self, adapter, seeds: list[int], max_steps: list[int] | None = None, cameras: bool = True
+            ) -> list[Episode]:
         """One episode per seed (repeat a seed for a group), over the worker processes, returned in the order of
         ``seeds`` (not the order they finished in, which depends on timing); ``max_steps``: one step limit per seed,
-        capped at the horizon (None: the horizon)."""
+        capped at the horizon (None: the horizon); ``cameras=False``: nothing rendered, black image observations
+        (only for policies that ignore them)."""
         from vla_wmrl.rollout import run_episodes
 
+        self._set_cameras(cameras)
         limits = self.horizon if max_steps is None else [min(int(m), self.horizon) for m in max_steps]
         return sorted(run_episodes(self.envs, adapter, seeds, max_steps=limits), key=lambda ep: ep.index)
 
-    def replay(self, sequences: list[np.ndarray], seeds: list[int], max_steps: list[int] | None = None
-               ) -> list[Episode]:
+    def _set_cameras(self, on: bool) -> None:
+        """Every call that runs episodes sets the rendering it needs first, so an interrupted camera-less replay
+        never leaves black frames for the next policy episodes."""
+        if on != self._cameras:
+            self.envs.call("set_cameras_enabled", on)
+            self._cameras = on
+
+    def replay(self, sequences: list[np.ndarray], seeds: list[int], max_steps: list[int] | None = None,
+               cameras: bool = True) -> list[Episode]:
         """Play fixed action sequences open-loop from seeded resets, one episode per (sequence, seed), returned in
         the order given. The scene is deterministic, so this is the true outcome of those actions from that start
         state (e.g. of action sequences imagined in the world model). A sequence shorter than the episode holds its
-        last action; ``max_steps`` (one per sequence, capped at the horizon) ends a replay early."""
+        last action; ``max_steps`` (one per sequence, capped at the horizon) ends a replay early. ``cameras=False``
+        renders nothing (black image observations, the same physics and outcomes): for replays only their
+        outcomes are wanted from, several times faster."""
         from vla_wmrl.rollout import ReplayPolicy
 
         if len(sequences) != len(seeds):
             raise ValueError(f"replay: {len(sequences)} action sequences for {len(seeds)} seeds")
         # episode k played sequences[k]
-        return self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds, max_steps=max_steps)
+        return self.run(ReplayPolicy(sequences, self.envs.num_envs), seeds, max_steps=max_steps, cameras=cameras)
 
     def evaluate(self, policy, episodes: int, seed: int) -> dict:
         """Success rate of the deterministic policy over ``episodes`` seeded episodes of ``eval_horizon`` steps
         (reusing the workers)."""
         from vla_wmrl.eval import evaluate
 
+        self._set_cameras(True)
         return evaluate(policy, self.sim, episodes, seed=seed, deterministic=True, envs=self.envs, progress=False,
                         max_steps=self.eval_horizon)
 

@@ -338,8 +338,8 @@ class WMRLTrainer:
         steps with the replays' real outcomes, its world-model scores are the calibrator's predictions, and it is
         its own imagination check. With ``check_replay`` (closed-loop anchors) the check's rollouts are imagined while
         the anchor groups run, and their action sequences replayed in the simulator after them (each for its imagined
-        length + ``replay_slack`` steps), so each gets its true outcome (``real_success``; the replays count as real
-        steps)."""
+        length + ``replay_slack`` steps, without rendering: only outcomes are read), so each gets its true outcome
+        (``real_success``; the replays count as real steps)."""
         cfg, t0 = self.cfg, time.perf_counter()
         G = cfg.group_size
         # Real and imagined rollouts sample concurrently (two threads), so neither draws from torch's global
@@ -375,7 +375,7 @@ class WMRLTrainer:
             check_episodes = []
             if check_replay:  # each replay only as long as the outcome it checks needs (its length + slack)
                 rollouts = checked.result()
-                check_episodes = self.executor.replay([r.action for r in rollouts], real_group_seeds,
+                check_episodes = self.executor.replay([r.action for r in rollouts], real_group_seeds, cameras=False,
                                                       max_steps=[r.length + cfg.replay_slack for r in rollouts])
             return episodes, check_episodes, time.perf_counter() - t0
 
