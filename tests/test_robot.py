@@ -142,7 +142,8 @@ def test_anchor_episode_is_labelled_returned_and_recorded(robot, spec, tmp_path)
         expert = SimRobotExpert(robot)
         episode = env.run_episode(expert, seed=5)
         assert episode.seed == 5 and episode.success and episode.success == robot.is_success
-        first = sims.make_env("mujoco_reach").reset(seed=5)[0]  # the episode started from the seeded scene
+        with sims.make_env("mujoco_reach") as scene:  # closed: an env left open fails to free EGL at exit
+            first = scene.reset(seed=5)[0]  # the episode started from the seeded scene
         np.testing.assert_allclose(episode.frames[0]["observation.state"], first["observation.state"], atol=1e-6)
         assert episode.frames[0]["task"] == first["task"]
         assert [f["next.done"] for f in episode.frames] == [False] * (episode.length - 1) + [True]
