@@ -135,7 +135,9 @@ class RobosuiteEnv(ImageObsMixin, gym.Env):
     def set_cameras_enabled(self, enabled: bool) -> None:
         """As :meth:`ImageObsMixin.set_cameras_enabled`; robosuite's camera observables are switched too, so it
         renders nothing while off (``benchmarks/sim_throughput.py``, "64 px, off"). Switched back on mid-episode,
-        the current frame is rendered at once."""
+        the current frame is rendered at once. Setting the current state again changes nothing."""
+        if bool(enabled) == self.cameras_enabled:
+            return
         super().set_cameras_enabled(enabled)
         for camera in self.cameras:
             self.env.modify_observable(f"{camera}_image", "enabled", self.cameras_enabled)

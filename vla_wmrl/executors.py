@@ -63,7 +63,6 @@ class SimExecutor:
         self.image_keys = [k for k in self.observation_space.spaces if k.startswith("observation.images.")]
         self.image_size = sim.image_size
         self.can_run = True
-        self._cameras = True  # whether the workers render (replays that only need outcomes switch it off)
 
     def start_observations(self, seeds: list[int]) -> dict:
         """Batched first observations of seeded resets."""
@@ -79,16 +78,10 @@ class SimExecutor:
         (only for policies that ignore them)."""
         from vla_wmrl.rollout import run_episodes
 
-        self._set_cameras(cameras)
+        # every call sets the rendering it needs, so an interrupted camera-less replay leaves no black frames behind
+        self.envs.call("set_cameras_enabled", cameras)
         limits = self.horizon if max_steps is None else [min(int(m), self.horizon) for m in max_steps]
         return sorted(run_episodes(self.envs, adapter, seeds, max_steps=limits), key=lambda ep: ep.index)
-
-    def _set_cameras(self, on: bool) -> None:
-        """Every call that runs episodes sets the rendering it needs first, so an interrupted camera-less replay
-        never leaves black frames for the next policy episodes."""
-        if on != self._cameras:
-            self.envs.call("set_cameras_enabled", on)
-            self._cameras = on
 
     def replay(self, sequences: list[np.ndarray], seeds: list[int], max_steps: list[int] | None = None,
                cameras: bool = True) -> list[Episode]:
@@ -110,7 +103,7 @@ class SimExecutor:
         (reusing the workers)."""
         from vla_wmrl.eval import evaluate
 
-        self._set_cameras(True)
+        self.envs.call("set_cameras_enabled", True)
         return evaluate(policy, self.sim, episodes, seed=seed, deterministic=True, envs=self.envs, progress=False,
                         max_steps=self.eval_horizon)
 

@@ -359,10 +359,13 @@ class WMRLTrainer:
         check_replay = check and not replay and cfg.check_replay and cfg.mode == "wmrl"
         imag_seeds = train_seeds + (real_seeds if check and not (replay or check_replay) else [])
         real_group_seeds = [s for s in real_seeds for _ in range(G)]
+        def imagine_anchor_starts() -> list[Rollout]:  # G closed-loop rollouts from each anchor group's start state
+            return imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G), cfg.horizon,
+                           score=cfg.score)
+
         replayed, checked = [], Future()  # checked: the check_replay rollouts, imagined while the anchors run
         if replay:  # imagined first: the simulator replays their actions while the rest is imagined
-            replayed = imagine(self.imagined, self.adapter, repeat_obs(self.imagined_starts(real_seeds), G),
-                               cfg.horizon, score=cfg.score)
+            replayed = imagine_anchor_starts()
 
         def run_real():
             from vla_wmrl.policies import RolloutAdapter
@@ -383,9 +386,7 @@ class WMRLTrainer:
             future = pool.submit(run_real) if real_seeds else None
             if check_replay:
                 try:
-                    checked.set_result(imagine(self.imagined, self.adapter,
-                                               repeat_obs(self.imagined_starts(real_seeds), G), cfg.horizon,
-                                               score=cfg.score))
+                    checked.set_result(imagine_anchor_starts())
                 except BaseException as e:  # the simulator thread waits on it: fail it too, never hang
                     checked.set_exception(e)
                     raise
